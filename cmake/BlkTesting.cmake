@@ -1,0 +1,44 @@
+# Test registration helpers. Every test goes through one of these, so the
+# rank counts, time-outs and labels live in one place.
+#
+#   blk_add_unit_test(name src...)       no MPI, runs in milliseconds
+#   blk_add_mpi_test(name TARGET exe RANKS 1 2 3 4 [ARGS ...] [LABELS ...]
+#                    [TIMEOUT s])
+#     registers name.nN as `mpiexec -n N exe ARGS` for each N in RANKS.
+
+set(BLK_TEST_TIMEOUT 120 CACHE STRING "default ctest time-out for one MPI test, seconds")
+
+function(blk_add_unit_test name)
+  add_executable(${name} ${ARGN})
+  target_link_libraries(${name} PRIVATE blk)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(${name} PRIVATE ${BLK_WARNINGS})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 LABELS "unit")
+endfunction()
+
+function(blk_add_mpi_test name)
+  cmake_parse_arguments(T "" "TARGET;TIMEOUT" "RANKS;ARGS;LABELS" ${ARGN})
+  if(NOT T_TARGET)
+    message(FATAL_ERROR "blk_add_mpi_test(${name}): TARGET is required")
+  endif()
+  if(NOT T_RANKS)
+    set(T_RANKS 1 2 3 4)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT ${BLK_TEST_TIMEOUT})
+  endif()
+  foreach(n IN LISTS T_RANKS)
+    add_test(NAME ${name}.n${n}
+      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS}
+              $<TARGET_FILE:${T_TARGET}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    # Ranks beyond the cores run oversubscribed; PROCESSORS keeps ctest -j from
+    # stacking several 4-rank jobs on two cores.
+    set(procs ${n})
+    if(procs GREATER 2)
+      set(procs 2)
+    endif()
+    set_tests_properties(${name}.n${n} PROPERTIES TIMEOUT ${T_TIMEOUT}
+      PROCESSORS ${procs} LABELS "mpi;${T_LABELS}")
+  endforeach()
+endfunction()

@@ -1,0 +1,11 @@
+/*
+ * blk/blk.h: the umbrella header. Including it gives the whole public API.
+ */
+#ifndef BLK_BLK_H
+#define BLK_BLK_H
+
+#include "blk/version.h"
+#include "blk/error.h"
+#include "blk/log.h"
+
+#endif

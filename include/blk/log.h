@@ -1,0 +1,47 @@
+/*
+ * blk/log.h: logging with levels.
+ *
+ * Lines go to stderr, each prefixed with "blk[rank]" once a master knows the
+ * rank. The level starts from the environment variable BLK_LOG (none, error,
+ * warn, info, debug, trace; default warn) and can be changed with
+ * blk_log_set_level(). Errors that blk returns are logged at error level with
+ * their detail, so a program that ignores a code still shows why.
+ */
+#ifndef BLK_LOG_H
+#define BLK_LOG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum blk_log_level {
+  BLK_LOG_NONE = 0,
+  BLK_LOG_ERROR = 1,
+  BLK_LOG_WARN = 2,
+  BLK_LOG_INFO = 3,
+  BLK_LOG_DEBUG = 4,
+  BLK_LOG_TRACE = 5
+} blk_log_level;
+
+/* Set the level; lines above it are dropped. Any thread. */
+void blk_log_set_level(blk_log_level level);
+
+/* The current level (BLK_LOG read at first use if never set). Any thread. */
+blk_log_level blk_log_get_level(void);
+
+/* Parse a level name ("warn", "debug", ... or a digit 0-5). Returns
+ * BLK_EINVAL for anything else, leaving *level unchanged. */
+int blk_log_parse_level(blk_log_level *level, const char *name);
+
+/* Write one line at a level, printf-style, with blk's prefix. For user code
+ * that wants its lines to look like blk's. Any thread; lines never interleave. */
+void blk_log(blk_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

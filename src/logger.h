@@ -1,0 +1,24 @@
+/*
+ * logger.h: blk's internal logging calls.
+ *
+ * BLK__LOG checks the level before formatting, so a debug line on a hot path
+ * costs one load when debug is off.
+ */
+#ifndef BLK_LOGGER_H
+#define BLK_LOGGER_H
+
+#include <stdarg.h>
+
+#include "blk/log.h"
+
+/* The rank printed in every line's prefix; -1 prints no rank. */
+void blk__log_set_rank(int rank);
+
+void blk__vlog(blk_log_level level, const char *fmt, va_list ap);
+
+#define BLK__LOG(level, ...)                                                   \
+  do {                                                                         \
+    if ((level) <= blk_log_get_level()) blk_log((level), __VA_ARGS__);         \
+  } while (0)
+
+#endif
