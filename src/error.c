@@ -27,9 +27,13 @@ const char *blk_strerror(int code) {
   return "unknown error";
 }
 
-const char *blk_last_error(void) { return last_detail; }
+const char *blk_last_error(void) {
+  return last_detail;
+}
 
-void blk__clear_error(void) { last_detail[0] = '\0'; }
+void blk__clear_error(void) {
+  last_detail[0] = '\0';
+}
 
 int blk__fail(int code, const char *fmt, ...) {
   va_list ap;
@@ -40,7 +44,9 @@ int blk__fail(int code, const char *fmt, ...) {
   return code;
 }
 
-void blk__set_stop_handler(blk__stop_fn fn) { stop_handler = fn; }
+void blk__set_stop_handler(blk__stop_fn fn) {
+  stop_handler = fn;
+}
 
 void blk__panic(const char *fmt, ...) {
   va_list ap;

@@ -30,7 +30,9 @@ int blk_log_parse_level(blk_log_level *out, const char *name) {
   return BLK_EINVAL;
 }
 
-void blk_log_set_level(blk_log_level l) { atomic_store(&level, (int)l); }
+void blk_log_set_level(blk_log_level l) {
+  atomic_store(&level, (int)l);
+}
 
 blk_log_level blk_log_get_level(void) {
   int l = atomic_load_explicit(&level, memory_order_relaxed);
@@ -38,7 +40,9 @@ blk_log_level blk_log_get_level(void) {
   blk_log_level parsed = BLK_LOG_WARN;
   const char *env = getenv("BLK_LOG");
   if (env && blk_log_parse_level(&parsed, env) != 0) {
-    fprintf(stderr, "blk: BLK_LOG=%s is not a level (none, error, warn, info, debug, trace); using warn\n", env);
+    fprintf(stderr,
+            "blk: BLK_LOG=%s is not a level (none, error, warn, info, debug, trace); using warn\n",
+            env);
     parsed = BLK_LOG_WARN;
   }
   int expected = -1;
@@ -46,7 +50,9 @@ blk_log_level blk_log_get_level(void) {
   return (blk_log_level)atomic_load(&level);
 }
 
-void blk__log_set_rank(int rank) { atomic_store(&log_rank, rank); }
+void blk__log_set_rank(int rank) {
+  atomic_store(&log_rank, rank);
+}
 
 void blk__vlog(blk_log_level l, const char *fmt, va_list ap) {
   if (l == BLK_LOG_NONE || l > blk_log_get_level()) return;

@@ -16,9 +16,9 @@ void blk__log_set_rank(int rank);
 
 void blk__vlog(blk_log_level level, const char *fmt, va_list ap);
 
-#define BLK__LOG(level, ...)                                                   \
-  do {                                                                         \
-    if ((level) <= blk_log_get_level()) blk_log((level), __VA_ARGS__);         \
+#define BLK__LOG(level, ...)                                           \
+  do {                                                                 \
+    if ((level) <= blk_log_get_level()) blk_log((level), __VA_ARGS__); \
   } while (0)
 
 #endif

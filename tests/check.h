@@ -34,63 +34,63 @@ static inline void check_stop(void) {
   abort();
 }
 
-#define CHECK_FAIL_(...)                                                        \
-  do {                                                                          \
+#define CHECK_FAIL_(...)                                                                 \
+  do {                                                                                   \
     fprintf(stderr, "%s:%d: rank %d: check failed: ", __FILE__, __LINE__, check_rank()); \
-    fprintf(stderr, __VA_ARGS__);                                               \
-    fprintf(stderr, "\n");                                                      \
-    check_stop();                                                               \
+    fprintf(stderr, __VA_ARGS__);                                                        \
+    fprintf(stderr, "\n");                                                               \
+    check_stop();                                                                        \
   } while (0)
 
-#define CHECK(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) CHECK_FAIL_("%s", #cond);                                      \
+#define CHECK(cond)                        \
+  do {                                     \
+    if (!(cond)) CHECK_FAIL_("%s", #cond); \
   } while (0)
 
-#define CHECK_MSG(cond, ...)                                                    \
-  do {                                                                          \
-    if (!(cond)) CHECK_FAIL_(__VA_ARGS__);                                      \
+#define CHECK_MSG(cond, ...)               \
+  do {                                     \
+    if (!(cond)) CHECK_FAIL_(__VA_ARGS__); \
   } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                      \
-  do {                                                                          \
-    long long check_a_ = (long long)(a), check_b_ = (long long)(b);             \
-    if (check_a_ != check_b_)                                                   \
-      CHECK_FAIL_("%s == %s: %lld != %lld", #a, #b, check_a_, check_b_);        \
+#define CHECK_EQ_INT(a, b)                                                                       \
+  do {                                                                                           \
+    long long check_a_ = (long long)(a), check_b_ = (long long)(b);                              \
+    if (check_a_ != check_b_) CHECK_FAIL_("%s == %s: %lld != %lld", #a, #b, check_a_, check_b_); \
   } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                   \
-  do {                                                                          \
-    double check_a_ = (double)(a), check_b_ = (double)(b);                      \
-    if (!(fabs(check_a_ - check_b_) <= (double)(tol)))                          \
+#define CHECK_NEAR(a, b, tol)                                                                      \
+  do {                                                                                             \
+    double check_a_ = (double)(a), check_b_ = (double)(b);                                         \
+    if (!(fabs(check_a_ - check_b_) <= (double)(tol)))                                             \
       CHECK_FAIL_("%s ~= %s: %.17g != %.17g (tol %g)", #a, #b, check_a_, check_b_, (double)(tol)); \
   } while (0)
 
-#define CHECK_STR(a, b)                                                         \
-  do {                                                                          \
-    const char *check_a_ = (a), *check_b_ = (b);                                \
-    if (strcmp(check_a_, check_b_) != 0)                                        \
-      CHECK_FAIL_("%s == %s: \"%s\" != \"%s\"", #a, #b, check_a_, check_b_);    \
+#define CHECK_STR(a, b)                                                      \
+  do {                                                                       \
+    const char *check_a_ = (a), *check_b_ = (b);                             \
+    if (strcmp(check_a_, check_b_) != 0)                                     \
+      CHECK_FAIL_("%s == %s: \"%s\" != \"%s\"", #a, #b, check_a_, check_b_); \
   } while (0)
 
 /* A call returning a blk code must succeed; prints the code and detail. */
-#define CHECK_OK(call)                                                          \
-  do {                                                                          \
-    int check_rc_ = (call);                                                     \
-    if (check_rc_ != 0)                                                         \
-      CHECK_FAIL_("%s returned %d (%s): %s", #call, check_rc_, blk_strerror(check_rc_), blk_last_error()); \
+#define CHECK_OK(call)                                                                  \
+  do {                                                                                  \
+    int check_rc_ = (call);                                                             \
+    if (check_rc_ != 0)                                                                 \
+      CHECK_FAIL_("%s returned %d (%s): %s", #call, check_rc_, blk_strerror(check_rc_), \
+                  blk_last_error());                                                    \
   } while (0)
 
 /* A call must fail with the given code, and its detail must contain a text. */
-#define CHECK_ERR(call, code, text)                                             \
-  do {                                                                          \
-    int check_rc_ = (call);                                                     \
-    if (check_rc_ != (code))                                                    \
-      CHECK_FAIL_("%s returned %d (%s), expected %d (%s)", #call, check_rc_,    \
-                  blk_strerror(check_rc_), (int)(code), blk_strerror(code));     \
-    if (strstr(blk_last_error(), (text)) == NULL)                               \
-      CHECK_FAIL_("%s: error detail \"%s\" does not mention \"%s\"", #call,     \
-                  blk_last_error(), (text));                                    \
+#define CHECK_ERR(call, code, text)                                                           \
+  do {                                                                                        \
+    int check_rc_ = (call);                                                                   \
+    if (check_rc_ != (code))                                                                  \
+      CHECK_FAIL_("%s returned %d (%s), expected %d (%s)", #call, check_rc_,                  \
+                  blk_strerror(check_rc_), (int)(code), blk_strerror(code));                  \
+    if (strstr(blk_last_error(), (text)) == NULL)                                             \
+      CHECK_FAIL_("%s: error detail \"%s\" does not mention \"%s\"", #call, blk_last_error(), \
+                  (text));                                                                    \
   } while (0)
 
 #endif

@@ -4,8 +4,8 @@
 #ifndef BLK_BLK_H
 #define BLK_BLK_H
 
-#include "blk/version.h"
 #include "blk/error.h"
 #include "blk/log.h"
+#include "blk/version.h"
 
 #endif

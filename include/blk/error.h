@@ -15,17 +15,17 @@ extern "C" {
 #endif
 
 /* X(name, value, string) */
-#define BLK_ERROR_MAP(X)                                                    \
-  X(OK, 0, "success")                                                       \
-  X(EINVAL, -1, "invalid argument")                                         \
-  X(ENOMEM, -2, "out of memory")                                            \
-  X(EIO, -3, "input/output error")                                          \
-  X(ECORRUPT, -4, "corrupt data")                                           \
-  X(ERANGE, -5, "read past the end of the data")                            \
-  X(EMPI, -6, "MPI call failed")                                            \
+#define BLK_ERROR_MAP(X)                                                      \
+  X(OK, 0, "success")                                                         \
+  X(EINVAL, -1, "invalid argument")                                           \
+  X(ENOMEM, -2, "out of memory")                                              \
+  X(EIO, -3, "input/output error")                                            \
+  X(ECORRUPT, -4, "corrupt data")                                             \
+  X(ERANGE, -5, "read past the end of the data")                              \
+  X(EMPI, -6, "MPI call failed")                                              \
   X(ETHREADLEVEL, -7, "MPI thread support too low for the requested threads") \
-  X(ESTATE, -8, "operation not allowed in this state")                      \
-  X(ECALLBACK, -9, "a user callback reported failure")                      \
+  X(ESTATE, -8, "operation not allowed in this state")                        \
+  X(ECALLBACK, -9, "a user callback reported failure")                        \
   X(ENOTFOUND, -10, "no such item")
 
 typedef enum blk_error {

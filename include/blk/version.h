@@ -11,8 +11,7 @@ extern "C" {
 #define BLK_VERSION_MAJOR 0
 #define BLK_VERSION_MINOR 1
 #define BLK_VERSION_PATCH 0
-#define BLK_VERSION_NUMBER \
-  (BLK_VERSION_MAJOR * 10000 + BLK_VERSION_MINOR * 100 + BLK_VERSION_PATCH)
+#define BLK_VERSION_NUMBER (BLK_VERSION_MAJOR * 10000 + BLK_VERSION_MINOR * 100 + BLK_VERSION_PATCH)
 
 /* The version of the library linked at run time, as BLK_VERSION_NUMBER.
  * Compare with the macro to catch a header/library mismatch. Any thread. */
