@@ -14,7 +14,11 @@
 /* The rank printed in every line's prefix; -1 prints no rank. */
 void blk__log_set_rank(int rank);
 
-void blk__vlog(blk_log_level level, const char *fmt, va_list ap);
+void blk__vlog(blk_log_level level, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 0)))
+#endif
+    ;
 
 #define BLK__LOG(level, ...)                                           \
   do {                                                                 \

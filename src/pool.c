@@ -1,0 +1,394 @@
+/*
+ * pool.c: the persistent thread pool and blk__mutex (see pool.h). The only
+ * file in blk that includes pthread.h.
+ *
+ * State, all guarded by p->lock unless noted:
+ *   - a parallel_for job: fn, ctx, n, a generation number and `job_open`.
+ *     Indices are claimed one at a time from the atomic counter job_next
+ *     (a compare-and-swap that never moves past n, so no n is too large).
+ *     A worker joins a job at most once (it remembers the generation), and
+ *     counts itself in job_busy while it claims and runs indices.
+ *   - two rings of the same capacity `cap`: `queue` holds submitted tasks not
+ *     yet started (FIFO), `finished` holds the args of finished tasks not yet
+ *     collected, in completion order.
+ *   - `outstanding` (driver only, no lock): tasks submitted but not collected.
+ *
+ * Invariants:
+ *   - queued + running + finished == outstanding <= cap. The driver grows
+ *     both rings in submit before the count would pass cap, so a worker never
+ *     allocates and a finished task can never be dropped.
+ *   - A job is complete when job_next has reached n and job_busy is 0: a
+ *     worker leaves only after failing to claim an index, so the last one out
+ *     knows every index has been claimed and every claimed one has run. It
+ *     closes the job (job_open = 0) and wakes the driver. Because the driver
+ *     resets job_next only after that, and workers join only while the job is
+ *     open (both under the lock), no worker can carry an index of one job into
+ *     the next.
+ *
+ * Locking and sleeping: workers sleep on `work` while there is no open job
+ * they have not joined, no queued task and no stop request; the driver
+ * broadcasts it to open a job or stop, and signals it per submitted task.
+ * The driver sleeps on `done` (on CLOCK_MONOTONIC, for timed collects); a
+ * worker signals it when it closes a job or finishes a task. Only the driver
+ * waits on `done`, so a signal is enough. Callbacks run without the lock.
+ * Nothing spins: every wait is a condition-variable wait on a predicate
+ * checked under the lock.
+ *
+ * With one thread there are no workers; parallel_for and submit run the
+ * callbacks on the caller and submit puts the arg straight into `finished`.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fail.h"
+
+#define MIN_RING ((size_t)16)
+#define NSEC_PER_SEC 1000000000L
+
+typedef struct task {
+  void (*fn)(void *arg);
+  void *arg;
+} task;
+
+struct blk__pool {
+  int nthreads;
+  int nstarted; /* worker threads running (joined by destroy) */
+  int ninit;    /* pthread objects initialised: 1 lock, 2 work, 3 done */
+  pthread_t *threads;
+  pthread_mutex_t lock;
+  pthread_cond_t work; /* workers wait here */
+  pthread_cond_t done; /* the driver waits here, on CLOCK_MONOTONIC */
+  int stopping;
+
+  void (*job_fn)(size_t i, void *ctx);
+  void *job_ctx;
+  size_t job_n;
+  atomic_size_t job_next;
+  unsigned long job_gen;
+  int job_open;
+  int job_busy;
+
+  size_t cap; /* capacity of both rings */
+  task *queue;
+  size_t queue_head, queue_count;
+  void **finished;
+  size_t finished_head, finished_count;
+  size_t outstanding;
+};
+
+static void mutex_lock(pthread_mutex_t *m) {
+  int e = pthread_mutex_lock(m);
+  if (e != 0) blk__panic("pool: pthread_mutex_lock failed (errno %d)", e);
+}
+
+static void mutex_unlock(pthread_mutex_t *m) {
+  int e = pthread_mutex_unlock(m);
+  if (e != 0) blk__panic("pool: pthread_mutex_unlock failed (errno %d)", e);
+}
+
+static void cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+  int e = pthread_cond_wait(c, m);
+  if (e != 0) blk__panic("pool: pthread_cond_wait failed (errno %d)", e);
+}
+
+/* Claims and runs indices of the current job until none is left. */
+static void run_indices(blk__pool *p, void (*fn)(size_t, void *), void *ctx, size_t n) {
+  size_t i = atomic_load_explicit(&p->job_next, memory_order_relaxed);
+  for (;;) {
+    if (i >= n) return;
+    if (atomic_compare_exchange_weak_explicit(&p->job_next, &i, i + 1, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      fn(i, ctx);
+      i = atomic_load_explicit(&p->job_next, memory_order_relaxed);
+    }
+  }
+}
+
+static void *worker_main(void *arg) {
+  blk__pool *p = arg;
+  unsigned long joined = 0; /* generation of the last job this worker joined */
+  mutex_lock(&p->lock);
+  for (;;) {
+    if (p->job_open && p->job_gen != joined) {
+      joined = p->job_gen;
+      p->job_busy++;
+      void (*fn)(size_t, void *) = p->job_fn;
+      void *ctx = p->job_ctx;
+      size_t n = p->job_n;
+      mutex_unlock(&p->lock);
+      run_indices(p, fn, ctx, n);
+      mutex_lock(&p->lock);
+      if (--p->job_busy == 0) {
+        p->job_open = 0;
+        pthread_cond_signal(&p->done);
+      }
+    } else if (p->queue_count > 0) {
+      task t = p->queue[p->queue_head];
+      p->queue_head = (p->queue_head + 1) % p->cap;
+      p->queue_count--;
+      mutex_unlock(&p->lock);
+      t.fn(t.arg);
+      mutex_lock(&p->lock);
+      p->finished[(p->finished_head + p->finished_count) % p->cap] = t.arg;
+      p->finished_count++;
+      pthread_cond_signal(&p->done);
+    } else if (p->stopping) {
+      break;
+    } else {
+      cond_wait(&p->work, &p->lock);
+    }
+  }
+  mutex_unlock(&p->lock);
+  return NULL;
+}
+
+/* Stops the workers and frees everything that was set up; NULL does nothing. */
+static void teardown(blk__pool *p) {
+  if (!p) return;
+  if (p->nstarted > 0) {
+    mutex_lock(&p->lock);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->work);
+    mutex_unlock(&p->lock);
+    for (int i = 0; i < p->nstarted; i++) pthread_join(p->threads[i], NULL);
+  }
+  if (p->ninit >= 3) pthread_cond_destroy(&p->done);
+  if (p->ninit >= 2) pthread_cond_destroy(&p->work);
+  if (p->ninit >= 1) pthread_mutex_destroy(&p->lock);
+  free(p->threads);
+  free(p->queue);
+  free(p->finished);
+  free(p);
+}
+
+/* Reports a failed pthread setup call; pthread reports only resource
+ * shortages (EAGAIN, ENOMEM) for these, hence BLK_ENOMEM. */
+static int setup_failed(int e, const char *what, int nthreads) {
+  char why[128];
+  if (strerror_r(e, why, sizeof why) != 0) why[0] = '\0';
+  return blk__fail(BLK_ENOMEM, "pool: %s failed for a pool of %d threads: %s (errno %d)", what,
+                   nthreads, why, e);
+}
+
+int blk__pool_create(blk__pool **out, int nthreads) {
+  int rc = 0, e = 0, have_attr = 0;
+  blk__pool *p = NULL;
+  pthread_condattr_t attr;
+  *out = NULL;
+  if (nthreads < 1) {
+    rc = blk__fail(BLK_EINVAL, "pool: nthreads = %d, must be at least 1", nthreads);
+    goto out;
+  }
+  p = calloc(1, sizeof *p);
+  if (!p) {
+    rc = blk__fail(BLK_ENOMEM, "pool: cannot allocate a pool of %d threads", nthreads);
+    goto out;
+  }
+  p->nthreads = nthreads;
+  atomic_init(&p->job_next, 0);
+  if ((e = pthread_mutex_init(&p->lock, NULL)) != 0) {
+    rc = setup_failed(e, "pthread_mutex_init", nthreads);
+    goto out;
+  }
+  p->ninit = 1;
+  if ((e = pthread_cond_init(&p->work, NULL)) != 0) {
+    rc = setup_failed(e, "pthread_cond_init", nthreads);
+    goto out;
+  }
+  p->ninit = 2;
+  if ((e = pthread_condattr_init(&attr)) != 0) {
+    rc = setup_failed(e, "pthread_condattr_init", nthreads);
+    goto out;
+  }
+  have_attr = 1;
+  if ((e = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) != 0 ||
+      (e = pthread_cond_init(&p->done, &attr)) != 0) {
+    rc = setup_failed(e, "a CLOCK_MONOTONIC condition variable", nthreads);
+    goto out;
+  }
+  p->ninit = 3;
+  if (nthreads > 1) {
+    p->threads = calloc((size_t)nthreads, sizeof *p->threads);
+    if (!p->threads) {
+      rc = blk__fail(BLK_ENOMEM, "pool: cannot allocate %d thread handles", nthreads);
+      goto out;
+    }
+    for (int i = 0; i < nthreads; i++) {
+      if ((e = pthread_create(&p->threads[i], NULL, worker_main, p)) != 0) {
+        rc = setup_failed(e, "pthread_create", nthreads);
+        goto out;
+      }
+      p->nstarted++;
+    }
+  }
+  *out = p;
+  p = NULL;
+out:
+  if (have_attr) pthread_condattr_destroy(&attr);
+  teardown(p); /* NULL on success; otherwise stops what was started */
+  return rc;
+}
+
+void blk__pool_destroy(blk__pool *p) {
+  teardown(p);
+}
+
+int blk__pool_nthreads(const blk__pool *p) {
+  return p->nthreads;
+}
+
+void blk__pool_parallel_for(blk__pool *p, size_t n, void (*fn)(size_t i, void *ctx), void *ctx) {
+  if (n == 0) return;
+  if (p->nthreads == 1) {
+    for (size_t i = 0; i < n; i++) fn(i, ctx);
+    return;
+  }
+  mutex_lock(&p->lock);
+  p->job_fn = fn;
+  p->job_ctx = ctx;
+  p->job_n = n;
+  atomic_store_explicit(&p->job_next, 0, memory_order_relaxed);
+  p->job_gen++;
+  p->job_open = 1;
+  pthread_cond_broadcast(&p->work);
+  while (p->job_open) cond_wait(&p->done, &p->lock);
+  p->job_fn = NULL;
+  p->job_ctx = NULL;
+  mutex_unlock(&p->lock);
+}
+
+/* Doubles both rings so that one more task fits; copies them unwrapped. */
+static int grow_rings(blk__pool *p) {
+  size_t cap = p->cap < MIN_RING ? MIN_RING : p->cap;
+  if (p->cap > 0) {
+    if (cap > SIZE_MAX / 2 / sizeof(task))
+      return blk__fail(BLK_ENOMEM, "pool: %zu outstanding tasks are too many", p->outstanding);
+    cap *= 2;
+  }
+  task *queue = malloc(cap * sizeof *queue);
+  void **finished = malloc(cap * sizeof *finished);
+  if (!queue || !finished) {
+    free(queue);
+    free(finished);
+    return blk__fail(BLK_ENOMEM, "pool: cannot grow the task queues to %zu tasks", cap);
+  }
+  mutex_lock(&p->lock);
+  for (size_t k = 0; k < p->queue_count; k++) queue[k] = p->queue[(p->queue_head + k) % p->cap];
+  for (size_t k = 0; k < p->finished_count; k++)
+    finished[k] = p->finished[(p->finished_head + k) % p->cap];
+  task *old_queue = p->queue;
+  void **old_finished = p->finished;
+  p->queue = queue;
+  p->finished = finished;
+  p->queue_head = 0;
+  p->finished_head = 0;
+  p->cap = cap;
+  mutex_unlock(&p->lock);
+  free(old_queue);
+  free(old_finished);
+  return 0;
+}
+
+int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
+  if (p->outstanding == p->cap) {
+    int rc = grow_rings(p);
+    if (rc != 0) return rc;
+  }
+  p->outstanding++;
+  if (p->nthreads == 1) {
+    fn(arg);
+    mutex_lock(&p->lock);
+    p->finished[(p->finished_head + p->finished_count) % p->cap] = arg;
+    p->finished_count++;
+    mutex_unlock(&p->lock);
+    return 0;
+  }
+  mutex_lock(&p->lock);
+  p->queue[(p->queue_head + p->queue_count) % p->cap] = (task){fn, arg};
+  p->queue_count++;
+  pthread_cond_signal(&p->work);
+  mutex_unlock(&p->lock);
+  return 0;
+}
+
+/* The CLOCK_MONOTONIC time timeout_ns (> 0) from now. */
+static struct timespec deadline_after(long timeout_ns) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_sec += (time_t)(timeout_ns / NSEC_PER_SEC);
+  t.tv_nsec += timeout_ns % NSEC_PER_SEC;
+  if (t.tv_nsec >= NSEC_PER_SEC) {
+    t.tv_sec++;
+    t.tv_nsec -= NSEC_PER_SEC;
+  }
+  return t;
+}
+
+size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns) {
+  if (max == 0 || p->outstanding == 0) return 0;
+  mutex_lock(&p->lock);
+  if (p->finished_count == 0 && timeout_ns < 0) {
+    /* Something is outstanding, so a worker will finish it and signal. */
+    while (p->finished_count == 0) cond_wait(&p->done, &p->lock);
+  } else if (p->finished_count == 0 && timeout_ns > 0) {
+    struct timespec until = deadline_after(timeout_ns);
+    while (p->finished_count == 0) {
+      int e = pthread_cond_timedwait(&p->done, &p->lock, &until);
+      if (e == ETIMEDOUT) break;
+      if (e != 0) blk__panic("pool: pthread_cond_timedwait failed (errno %d)", e);
+    }
+  }
+  size_t n = p->finished_count < max ? p->finished_count : max;
+  for (size_t k = 0; k < n; k++) {
+    done[k] = p->finished[p->finished_head];
+    p->finished_head = (p->finished_head + 1) % p->cap;
+  }
+  p->finished_count -= n;
+  mutex_unlock(&p->lock);
+  p->outstanding -= n;
+  return n;
+}
+
+size_t blk__pool_outstanding(const blk__pool *p) {
+  return p->outstanding;
+}
+
+struct blk__mutex {
+  pthread_mutex_t m;
+};
+
+int blk__mutex_create(blk__mutex **out) {
+  *out = NULL;
+  blk__mutex *m = malloc(sizeof *m);
+  if (!m) return blk__fail(BLK_ENOMEM, "mutex: cannot allocate %zu bytes", sizeof *m);
+  int e = pthread_mutex_init(&m->m, NULL);
+  if (e != 0) {
+    free(m);
+    return blk__fail(BLK_ENOMEM, "mutex: pthread_mutex_init failed (errno %d)", e);
+  }
+  *out = m;
+  return 0;
+}
+
+void blk__mutex_destroy(blk__mutex *m) {
+  if (!m) return;
+  pthread_mutex_destroy(&m->m);
+  free(m);
+}
+
+void blk__mutex_lock(blk__mutex *m) {
+  mutex_lock(&m->m);
+}
+
+void blk__mutex_unlock(blk__mutex *m) {
+  mutex_unlock(&m->m);
+}

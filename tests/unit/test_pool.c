@@ -1,0 +1,294 @@
+/* test_pool: parallel_for, submit/collect and the mutex, at 1, 2 and 4 threads. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include "blk/blk.h"
+#include "check.h"
+#include "pool.h"
+
+/* Each thread's copy of this has its own address: a thread identity that
+ * needs no pthread.h. */
+static _Thread_local int thread_marker;
+
+static const void *thread_id(void) {
+  return &thread_marker;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void sleep_us(long us) {
+  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&t, NULL);
+}
+
+/* Waits (sleeping) until *flag >= value, for at most 10 s; returns whether it got there. */
+static int wait_for(atomic_int *flag, int value) {
+  double until = now_s() + 10.0;
+  while (atomic_load(flag) < value) {
+    if (now_s() > until) return 0;
+    sleep_us(100);
+  }
+  return 1;
+}
+
+/* ---- parallel_for: every index exactly once, on the right threads ---- */
+
+typedef struct count_ctx {
+  atomic_int *hits;
+  size_t *order;      /* order[i]: how many callbacks started before index i */
+  const void **where; /* where[i]: the thread that ran index i */
+  atomic_size_t started;
+  atomic_int running;
+  atomic_int max_running;
+} count_ctx;
+
+static void count_fn(size_t i, void *arg) {
+  count_ctx *c = arg;
+  int now = atomic_fetch_add(&c->running, 1) + 1;
+  int max = atomic_load(&c->max_running);
+  while (now > max && !atomic_compare_exchange_weak(&c->max_running, &max, now)) continue;
+  c->order[i] = atomic_fetch_add(&c->started, 1);
+  c->where[i] = thread_id();
+  atomic_fetch_add(&c->hits[i], 1);
+  atomic_fetch_sub(&c->running, 1);
+}
+
+static void check_parallel_for(blk__pool *p, size_t n) {
+  int t = blk__pool_nthreads(p);
+  count_ctx c;
+  c.hits = calloc(n + 1, sizeof *c.hits);
+  c.order = calloc(n + 1, sizeof *c.order);
+  c.where = calloc(n + 1, sizeof *c.where);
+  CHECK(c.hits && c.order && c.where);
+  for (size_t i = 0; i < n; i++) atomic_init(&c.hits[i], 0);
+  atomic_init(&c.started, 0);
+  atomic_init(&c.running, 0);
+  atomic_init(&c.max_running, 0);
+  blk__pool_parallel_for(p, n, count_fn, &c);
+  CHECK_EQ_INT(atomic_load(&c.started), n);
+  for (size_t i = 0; i < n; i++) {
+    CHECK_MSG(atomic_load(&c.hits[i]) == 1, "T=%d n=%zu: index %zu ran %d times", t, n, i,
+              atomic_load(&c.hits[i]));
+    if (t == 1) {
+      CHECK_MSG(c.where[i] == thread_id(), "T=1: index %zu ran off the caller", i);
+      CHECK_EQ_INT(c.order[i], i);
+    } else {
+      CHECK_MSG(c.where[i] != thread_id(), "T=%d: index %zu ran on the caller", t, i);
+    }
+  }
+  CHECK_MSG(atomic_load(&c.max_running) <= t, "T=%d: %d callbacks ran at once", t,
+            atomic_load(&c.max_running));
+  free(c.hits);
+  free(c.order);
+  free(c.where);
+}
+
+/* T callbacks that each wait for all T to have started: only possible if T
+ * of them really run at the same time. */
+typedef struct meet_ctx {
+  atomic_int arrived;
+  atomic_int met;
+  int need;
+} meet_ctx;
+
+static void meet_fn(size_t i, void *arg) {
+  (void)i;
+  meet_ctx *m = arg;
+  atomic_fetch_add(&m->arrived, 1);
+  if (wait_for(&m->arrived, m->need)) atomic_fetch_add(&m->met, 1);
+}
+
+static void check_concurrency(blk__pool *p) {
+  int t = blk__pool_nthreads(p);
+  meet_ctx m;
+  atomic_init(&m.arrived, 0);
+  atomic_init(&m.met, 0);
+  m.need = t;
+  blk__pool_parallel_for(p, (size_t)t, meet_fn, &m);
+  CHECK_MSG(atomic_load(&m.met) == t, "T=%d: only %d of %d callbacks ran at the same time", t,
+            atomic_load(&m.met), t);
+}
+
+/* ---- submit / collect ---- */
+
+typedef struct job {
+  atomic_int ran;
+  int collected;
+} job;
+
+static void job_fn(void *arg) {
+  atomic_fetch_add(&((job *)arg)->ran, 1);
+}
+
+static void check_tasks(blk__pool *p) {
+  const size_t ntasks = 10000;
+  int t = blk__pool_nthreads(p);
+  job *jobs = calloc(ntasks, sizeof *jobs);
+  CHECK(jobs);
+  for (size_t i = 0; i < ntasks; i++) atomic_init(&jobs[i].ran, 0);
+  void *done[64];
+  size_t ncollected = 0;
+  for (size_t i = 0; i < ntasks; i++) {
+    CHECK_OK(blk__pool_submit(p, job_fn, &jobs[i]));
+    /* Collect a few now and then, so the rings wrap around. */
+    if (i % 97 == 0) {
+      size_t got = blk__pool_collect(p, done, 7, 0);
+      CHECK(got <= 7);
+      for (size_t k = 0; k < got; k++) {
+        job *j = done[k];
+        if (t == 1) CHECK_MSG(j == &jobs[ncollected], "T=1: task collected out of order");
+        j->collected++;
+        ncollected++;
+      }
+    }
+    CHECK_EQ_INT(blk__pool_outstanding(p), i + 1 - ncollected);
+  }
+  while (blk__pool_outstanding(p) > 0) {
+    size_t got = blk__pool_collect(p, done, 64, -1);
+    CHECK(got > 0 && got <= 64);
+    for (size_t k = 0; k < got; k++) {
+      job *j = done[k];
+      if (t == 1) CHECK_MSG(j == &jobs[ncollected], "T=1: task collected out of order");
+      j->collected++;
+      ncollected++;
+    }
+  }
+  CHECK_EQ_INT(ncollected, ntasks);
+  for (size_t i = 0; i < ntasks; i++) {
+    CHECK_MSG(atomic_load(&jobs[i].ran) == 1, "T=%d: task %zu ran %d times", t, i,
+              atomic_load(&jobs[i].ran));
+    CHECK_MSG(jobs[i].collected == 1, "T=%d: task %zu collected %d times", t, i, jobs[i].collected);
+  }
+  /* Nothing outstanding: returns 0 at once, whatever the timeout. */
+  double t0 = now_s();
+  CHECK_EQ_INT(blk__pool_collect(p, done, 64, -1), 0);
+  CHECK_EQ_INT(blk__pool_collect(p, done, 64, 0), 0);
+  CHECK_EQ_INT(blk__pool_collect(p, done, 64, 5000000000L), 0);
+  CHECK_MSG(now_s() - t0 < 1.0, "collect with nothing outstanding waited %g s", now_s() - t0);
+  free(jobs);
+}
+
+/* A task that holds its worker until the test opens the gate. */
+typedef struct gate {
+  atomic_int started;
+  atomic_int open;
+  atomic_int passed;
+} gate;
+
+static void gate_fn(void *arg) {
+  gate *g = arg;
+  atomic_store(&g->started, 1);
+  if (wait_for(&g->open, 1)) atomic_store(&g->passed, 1);
+}
+
+static void check_timeouts(blk__pool *p) {
+  int t = blk__pool_nthreads(p);
+  gate g;
+  atomic_init(&g.started, 0);
+  atomic_init(&g.open, t == 1); /* with one thread submit runs it at once */
+  atomic_init(&g.passed, 0);
+  void *done[4] = {NULL};
+  CHECK_OK(blk__pool_submit(p, gate_fn, &g));
+  CHECK_EQ_INT(blk__pool_outstanding(p), 1);
+  if (t == 1) {
+    CHECK_EQ_INT(atomic_load(&g.passed), 1);
+    CHECK_EQ_INT(blk__pool_collect(p, done, 4, 0), 1);
+    CHECK(done[0] == &g);
+    return;
+  }
+  CHECK(wait_for(&g.started, 1));
+  /* Running but not finished: timeout 0 returns at once, a short timeout
+   * returns 0 after about that long. */
+  CHECK_EQ_INT(blk__pool_collect(p, done, 4, 0), 0);
+  double t0 = now_s();
+  CHECK_EQ_INT(blk__pool_collect(p, done, 4, 20000000L), 0);
+  double waited = now_s() - t0;
+  CHECK_MSG(waited >= 0.019 && waited < 5.0, "collect(20 ms) returned after %g s", waited);
+  /* parallel_for still works while a task holds one worker. */
+  check_parallel_for(p, 300);
+  CHECK_EQ_INT(blk__pool_outstanding(p), 1);
+  atomic_store(&g.open, 1);
+  CHECK_EQ_INT(blk__pool_collect(p, done, 4, -1), 1);
+  CHECK(done[0] == &g);
+  CHECK_EQ_INT(atomic_load(&g.passed), 1);
+  CHECK_EQ_INT(blk__pool_outstanding(p), 0);
+  CHECK_EQ_INT(blk__pool_collect(p, done, 0, -1), 0);
+}
+
+/* ---- the mutex ---- */
+
+typedef struct locked_sum {
+  blk__mutex *m;
+  long sum; /* guarded by m */
+} locked_sum;
+
+static void add_fn(size_t i, void *arg) {
+  locked_sum *s = arg;
+  blk__mutex_lock(s->m);
+  s->sum += (long)i;
+  blk__mutex_unlock(s->m);
+}
+
+static void check_mutex(blk__pool *p) {
+  locked_sum s = {NULL, 0};
+  CHECK_OK(blk__mutex_create(&s.m));
+  blk__pool_parallel_for(p, 2000, add_fn, &s);
+  CHECK_EQ_INT(s.sum, 2000L * 1999L / 2);
+  blk__mutex_destroy(s.m);
+}
+
+int main(void) {
+  blk_log_set_level(BLK_LOG_NONE);
+
+  blk__pool *p = (blk__pool *)&thread_marker;
+  CHECK_ERR(blk__pool_create(&p, 0), BLK_EINVAL, "nthreads = 0");
+  CHECK(p == NULL);
+  CHECK_ERR(blk__pool_create(&p, -3), BLK_EINVAL, "nthreads = -3");
+  CHECK(p == NULL);
+  blk__pool_destroy(NULL);
+  blk__mutex_destroy(NULL);
+
+  const int counts[] = {1, 2, 4};
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    int t = counts[k];
+    CHECK_OK(blk__pool_create(&p, t));
+    CHECK_EQ_INT(blk__pool_nthreads(p), t);
+    CHECK_EQ_INT(blk__pool_outstanding(p), 0);
+    check_parallel_for(p, 0);
+    check_parallel_for(p, 1);
+    check_parallel_for(p, 1000);
+    check_parallel_for(p, 1000); /* a second job on the same workers */
+    if (t > 1) check_concurrency(p);
+    check_tasks(p);
+    check_timeouts(p);
+    check_tasks(p); /* the rings are reused after draining */
+    check_mutex(p);
+    blk__pool_destroy(p);
+  }
+
+  /* Create and destroy repeatedly, sometimes with work in between. */
+  for (int r = 0; r < 50; r++) {
+    int t = 1 + r % 4;
+    CHECK_OK(blk__pool_create(&p, t));
+    if (r % 3 == 0) check_parallel_for(p, 17);
+    if (r % 5 == 0) {
+      static job j;
+      atomic_store(&j.ran, 0);
+      void *done[1];
+      CHECK_OK(blk__pool_submit(p, job_fn, &j));
+      CHECK_EQ_INT(blk__pool_collect(p, done, 1, -1), 1);
+      CHECK(done[0] == &j);
+      CHECK_EQ_INT(atomic_load(&j.ran), 1);
+    }
+    blk__pool_destroy(p);
+  }
+
+  printf("test_pool: ok\n");
+  return 0;
+}
