@@ -1,0 +1,79 @@
+/*
+ * comm.h: blk's messages between ranks (the only MPI point-to-point code).
+ *
+ * A message is a fixed header (blk__msg) and a payload of any 64-bit size.
+ * Small payloads travel inside the header message; larger ones follow as
+ * their own message(s), sent straight from the sender's buffer and received
+ * straight into the buffer the receiver keeps, so a big payload is never
+ * copied by blk. Payloads over 1 GiB go in 1 GiB pieces (MPI counts are int).
+ *
+ * Headers are received in any order from any source (matched probe); a
+ * payload follows its header on a second tag, and MPI's non-overtaking rule
+ * for one (source, tag) pair keeps each payload with its header.
+ *
+ * Headers may be sent synchronously (MPI_Issend), which lets a caller know
+ * when the receiver has matched every header it sent: the basis of the
+ * exchange's termination test (a non-blocking consensus, Hoefler et al.'s
+ * NBX), where nobody knows in advance who sends to whom.
+ *
+ * Only the thread that created the comm calls these functions.
+ */
+#ifndef BLK_COMM_H
+#define BLK_COMM_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blk/buffer.h"
+
+typedef struct blk__msg {
+  int32_t op;      /* operation number: which exchange or reduction */
+  int32_t src_gid; /* sending block */
+  int32_t dst_gid; /* receiving block */
+  int32_t key;     /* operation-specific (round, link direction) */
+  int32_t aux;     /* operation-specific (link occurrence) */
+  int32_t flags;   /* operation-specific */
+  int64_t size;    /* payload bytes */
+} blk__msg;
+
+typedef struct blk__comm blk__comm;
+
+/* Called for every message that has fully arrived; the callee may take the
+ * payload's storage with blk_buffer_swap (what it leaves is freed). */
+typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
+
+/* Duplicates comm (errors returned, not fatal) and installs the panic
+ * handler that stops every rank. BLK_EMPI, BLK_ENOMEM. Collective. */
+int blk__comm_create(blk__comm **out, MPI_Comm comm);
+void blk__comm_destroy(blk__comm *c);
+
+int blk__comm_rank(const blk__comm *c);
+int blk__comm_size(const blk__comm *c);
+MPI_Comm blk__comm_mpi(const blk__comm *c);
+
+/* Starts sending msg (with msg->size = payload->size) and payload to
+ * dst_rank. The comm takes payload's storage (payload is left empty) and
+ * frees it once sent. synchronous: the header is an MPI_Issend, counted by
+ * blk__comm_unmatched until the receiver has matched it. BLK_EMPI,
+ * BLK_ENOMEM. */
+int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,
+                   int synchronous);
+
+/* One pass of progress: completes finished sends, receives headers that
+ * have arrived (if probe is set) and payloads that have completed, calling
+ * deliver for each message that is whole. *progressed is set to 1 if
+ * anything happened. BLK_EMPI, BLK_ENOMEM. */
+int blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, void *ctx, int probe,
+                       int *progressed);
+
+/* Synchronous headers not yet matched by their receiver. */
+size_t blk__comm_unmatched(const blk__comm *c);
+/* Sends not complete, and payload receives not complete. */
+size_t blk__comm_sends_pending(const blk__comm *c);
+size_t blk__comm_recvs_pending(const blk__comm *c);
+
+/* Turns an MPI return code into BLK_OK or BLK_EMPI with MPI's text. */
+int blk__comm_check(int mpi_rc, const char *what);
+
+#endif
