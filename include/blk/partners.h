@@ -1,0 +1,179 @@
+/*
+ * blk/partners.h: reduction patterns as pure functions of (round, gid).
+ *
+ * A reduction runs a callback for blocks in rounds 0..R. In each round a block is
+ * active or not. An active block receives one message from each of its in-partners
+ * (they sent it in the previous round) and sends one message to each of its
+ * out-partners (they receive it in the next round). A partners object answers, for any
+ * round and gid, whether the block is active and who its partners are; the reduce driver
+ * asks it and moves the messages. It is pure arithmetic: no MPI, no threads, no state
+ * that changes after create.
+ *
+ * Built in are the four regular patterns over a grid of blocks (gids with axis 0
+ * fastest, as the decomposer numbers them): merge, broadcast, swap and all-reduce, with
+ * the rounds DIY's Regular*Partners give for the same divisions, k and order. Users may
+ * supply their own pattern as an ops table (blk_partners_create_custom).
+ *
+ * How the regular rounds are made. Each axis's division count d is factored greedily
+ * with the target radix k: take k while k divides what is left; otherwise the largest j
+ * with 2 <= j < k that divides it; otherwise what is left, whole. That last case is how
+ * blk handles prime factors larger than k: one wider round, whose groups have that many
+ * members (d = 7 with k = 2 is one round of 7; d = 44 with k = 4 is 4 then 11). What is
+ * left then has no factor in 2..k, but need not be prime: d = 25 with k = 3 is one round
+ * of 25. (DIY divides by k instead of j after a smaller factor, so for 18 with k = 4 it
+ * gets 3,4; blk gets 3,3,2.) Axes with d = 1 give no rounds. The axes take turns: the
+ * first factor of axis 0, of axis 1, ..., then the second factor of each, and so on.
+ * Exchange round e (the messages from callback round e to e+1 of a merge) works along
+ * one axis with radix k_e: the blocks that differ only in one digit of their coordinate
+ * along that axis form a group of k_e members, listed by that digit j = 0..k_e-1 (the
+ * block itself included). contiguous picks the digit order: 1 takes the lowest digit
+ * first (partners 1 apart, then k, k^2, ...: distance doubling), 0 the highest first
+ * (partners d/k apart, then closer: distance halving).
+ */
+#ifndef BLK_PARTNERS_H
+#define BLK_PARTNERS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The built-in patterns. With R exchange rounds from the factoring above:
+ *  BLK_MERGE      R rounds (callback rounds 0..R). A block stays active while it is its
+ *                 group's first member (j = 0) in every earlier exchange round; it
+ *                 receives from its whole group of the previous exchange round and sends
+ *                 to the first member of its group of this one. Gid 0 is the final root,
+ *                 alone in round R, for both orders.
+ *  BLK_BROADCAST  R rounds, merge run backwards: round r is merge round R-r with in and
+ *                 out exchanged. Gid 0 alone is active in round 0; all are in round R.
+ *  BLK_SWAP       R rounds; every block is always active and exchanges with its whole
+ *                 group: it receives from its group of exchange round r-1 and sends to
+ *                 its group of exchange round r.
+ *  BLK_ALLREDUCE  2R rounds: merge rounds 0..R, then broadcast rounds 0..R; round R is
+ *                 both (gid 0 alone receives the merge and starts the broadcast). */
+typedef enum blk_pattern {
+  BLK_MERGE = 0,
+  BLK_BROADCAST = 1,
+  BLK_SWAP = 2,
+  BLK_ALLREDUCE = 3
+} blk_pattern;
+
+/* A reduction pattern as pure functions of (round, gid), for blk_partners_create_custom.
+ * With R = rounds(), the driver runs the callback in rounds 0..R: round 0 receives
+ * nothing, round R sends nothing; what a block sends in round r to an out-partner arrives
+ * in round r+1, and that receiver lists the sender among its in-partners of round r+1
+ * (exactly once). The lists are ordered (by group position j for the built-ins) and may
+ * contain the block itself. An inactive block has no partners.
+ *
+ * blk calls the functions only with 0 <= round <= rounds() and 0 <= gid < nblocks(),
+ * and with gids pointing to room for max >= 0 ints (max may be 0). They may be called
+ * from several threads at once, so they must only read the state.
+ *  rounds        R >= 0.
+ *  nblocks       the number of blocks, >= 1.
+ *  active        1 if the block takes part in the round, 0 if not.
+ *  in_partners   the number of in-partners; writes the first min(count, max) of them.
+ *  out_partners  the same for out-partners.
+ *  destroy       frees the state at blk_partners_destroy; may be NULL. */
+typedef struct blk_partners_ops {
+  int (*rounds)(const void *state);
+  int (*nblocks)(const void *state);
+  int (*active)(const void *state, int round, int gid);
+  int (*in_partners)(const void *state, int round, int gid, int *gids, int max);
+  int (*out_partners)(const void *state, int round, int gid, int *gids, int max);
+  void (*destroy)(void *state);
+} blk_partners_ops;
+
+/* A reduction pattern: opaque, read-only after create. */
+typedef struct blk_partners blk_partners;
+
+/* Create a built-in pattern over a grid of blocks with divisions[0..dim-1] blocks per
+ * axis (nblocks = their product), rounds made with target radix k as described at the
+ * top of this file. contiguous is 1 for distance doubling (partners adjacent first), 0
+ * for distance halving (partners far apart first).
+ * On success *out owns a new object; free it with blk_partners_destroy. divisions is
+ * copied. Any thread.
+ * Errors: BLK_EINVAL for out or divisions NULL, an unknown pattern, dim outside 1..8, a
+ * division < 1, a product of divisions that does not fit in int, k < 2, contiguous not
+ * 0 or 1; BLK_ENOMEM. On error *out is set to NULL (when out is not NULL). */
+int blk_partners_create(blk_partners **out, blk_pattern pattern, int dim, const int *divisions,
+                        int k, int contiguous);
+
+/* Create a built-in pattern with explicit exchange rounds instead of a radix: exchange
+ * round i works along axes[i] with radix radices[i], in the given order (DIY's explicit
+ * k-vector). Along each axis, the product of its radices must equal divisions[axis];
+ * steps follow contiguous as in blk_partners_create. nrounds may be 0 only when every
+ * division is 1 (axes and radices may then be NULL). The arrays are copied.
+ * On success *out owns a new object; free it with blk_partners_destroy. Any thread.
+ * Errors: BLK_EINVAL for what blk_partners_create rejects (except k), nrounds < 0, axes
+ * or radices NULL with nrounds > 0, an axis outside 0..dim-1, a radix < 2, radices of an
+ * axis whose product differs from its division; BLK_ENOMEM. On error *out is NULL. */
+int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,
+                               const int *divisions, int nrounds, const int *axes,
+                               const int *radices, int contiguous);
+
+/* Create a pattern from a user's ops table and state. ops must stay valid until the
+ * object is destroyed; blk does not copy it. On success the object owns state and calls
+ * ops->destroy(state) (if not NULL) at blk_partners_destroy; on error the state stays the
+ * caller's.
+ * blk checks the pattern at create, calling every function once for each round and
+ * gid ((R+1) * nblocks calls of each, the only cost beyond O(1)): partner counts >= 0,
+ * partner gids in range, no partners for inactive blocks, none in round 0, none out of
+ * round R, and as many messages sent in each round as are received in the next. It
+ * also records the largest group for blk_partners_max_group. It cannot check that every
+ * sender and receiver name each other; that is the ops' promise.
+ * Any thread. Errors: BLK_EINVAL for out or ops NULL, a NULL function in ops (destroy
+ * excepted), rounds() < 0, nblocks() < 1, or a pattern that fails the checks above
+ * (the detail names round, gid and value); BLK_ENOMEM. On error *out is NULL. */
+int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state);
+
+/* Free a partners object and, for a custom one, its state. NULL does nothing. Not
+ * concurrently with queries on the same object. */
+void blk_partners_destroy(blk_partners *p);
+
+/* R: the callback runs in rounds 0..R (so R+1 callback rounds, R message exchanges).
+ * 0 for NULL. Any thread. */
+int blk_partners_rounds(const blk_partners *p);
+
+/* The number of blocks (gids 0..nblocks-1). 0 for NULL. Any thread. */
+int blk_partners_nblocks(const blk_partners *p);
+
+/* 1 if block gid takes part in callback round round (0..R), else 0. Out-of-range round
+ * or gid, or NULL p, give 0 (inactive). O(dim + R) for the built-ins. Any thread. */
+int blk_partners_active(const blk_partners *p, int round, int gid);
+
+/* The in-partners of block gid in round round: the gids it receives one message from,
+ * each sent in round round-1. Returns their number and writes the first min(count, max)
+ * to gids, ordered (by group position for the built-ins); size gids with
+ * blk_partners_max_group. gids may be NULL when max is 0 (to ask for the count). An
+ * inactive block, round 0, an out-of-range round or gid, or NULL p give 0 partners.
+ * O(dim + R + count) for the built-ins; no allocation. Any thread. */
+int blk_partners_in(const blk_partners *p, int round, int gid, int *gids, int max);
+
+/* The out-partners of block gid in round round: the gids it sends one message to, each
+ * received in round round+1. Same conventions as blk_partners_in; round R and inactive
+ * blocks give 0 partners. Any thread. */
+int blk_partners_out(const blk_partners *p, int round, int gid, int *gids, int max);
+
+/* The largest number of in- or out-partners any block has in any round: the size of a
+ * gids array that always suffices. For the built-ins, the largest radix (0 when R = 0).
+ * 0 for NULL. Any thread. */
+int blk_partners_max_group(const blk_partners *p);
+
+/* For the built-ins: the axis along which the groups of exchange round round (the
+ * messages sent in callback round round, received in round+1) are formed, for round in
+ * 0..R-1 (for all-reduce R is its 2R' rounds: exchange rounds 0..R'-1 are the merge's,
+ * R'..2R'-1 the broadcast's). A block's out-partners in callback round r are grouped by
+ * exchange round r, its in-partners by exchange round r-1. -1 for a custom pattern,
+ * a round outside 0..R-1, or NULL p. Any thread.
+ * (DIY's dim(round) on broadcast and all-reduce names the exchange a round receives
+ * from, one off from this in their broadcast rounds; blk names the exchange by when it
+ * is sent, the same way for all four patterns.) */
+int blk_partners_round_axis(const blk_partners *p, int round);
+
+/* The radix (group size) of exchange round round, under the same conventions as
+ * blk_partners_round_axis; -1 where that gives -1. Any thread. */
+int blk_partners_round_radix(const blk_partners *p, int round);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
