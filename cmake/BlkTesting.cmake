@@ -3,14 +3,16 @@
 #
 #   blk_add_unit_test(name src...)       no MPI, runs in milliseconds
 #   blk_add_mpi_test(name TARGET exe RANKS 1 2 3 4 [ARGS ...] [LABELS ...]
-#                    [TIMEOUT s])
+#                    [TIMEOUT s] [EXPECT regex])
 #     registers name.nN as `mpiexec -n N exe ARGS` for each N in RANKS.
+#     EXPECT makes it a death test: it passes when the output matches regex
+#     and the job exits non-zero (the way blk stops on a programming error).
 
 set(BLK_TEST_TIMEOUT 120 CACHE STRING "default ctest time-out for one MPI test, seconds")
 
 function(blk_add_unit_test name)
   add_executable(${name} ${ARGN})
-  target_link_libraries(${name} PRIVATE blk)
+  target_link_libraries(${name} PRIVATE blk m)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_compile_options(${name} PRIVATE ${BLK_WARNINGS})
   add_test(NAME ${name} COMMAND ${name})
@@ -18,7 +20,7 @@ function(blk_add_unit_test name)
 endfunction()
 
 function(blk_add_mpi_test name)
-  cmake_parse_arguments(T "" "TARGET;TIMEOUT" "RANKS;ARGS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TARGET;TIMEOUT;EXPECT" "RANKS;ARGS;LABELS" ${ARGN})
   if(NOT T_TARGET)
     message(FATAL_ERROR "blk_add_mpi_test(${name}): TARGET is required")
   endif()
@@ -29,9 +31,13 @@ function(blk_add_mpi_test name)
     set(T_TIMEOUT ${BLK_TEST_TIMEOUT})
   endif()
   foreach(n IN LISTS T_RANKS)
-    add_test(NAME ${name}.n${n}
-      COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS}
-              $<TARGET_FILE:${T_TARGET}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    set(cmd ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${T_TARGET}> ${MPIEXEC_POSTFLAGS} ${T_ARGS})
+    if(T_EXPECT)
+      # Both conditions: the message, and a non-zero exit of the whole job.
+      set(cmd ${CMAKE_COMMAND} -DEXPECT=${T_EXPECT} -P ${PROJECT_SOURCE_DIR}/cmake/expect_failure.cmake ${cmd})
+    endif()
+    add_test(NAME ${name}.n${n} COMMAND ${cmd})
     # Ranks beyond the cores run oversubscribed; PROCESSORS keeps ctest -j from
     # stacking several 4-rank jobs on two cores.
     set(procs ${n})

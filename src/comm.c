@@ -40,7 +40,7 @@ enum { TAG_HEADER = 1, TAG_PAYLOAD = 2 };
 typedef struct send_rec {
   MPI_Request *reqs; /* [0] header, then payload pieces */
   int nreq;
-  int unmatched; /* synchronous header not yet matched */
+  int unmatched;         /* synchronous header not yet matched */
   unsigned char *header; /* header and inline payload */
   blk_buffer payload;    /* non-inline payload storage */
 } send_rec;
@@ -63,7 +63,9 @@ struct blk__comm {
   unsigned char *scratch; /* header receive buffer, EAGER_BYTES + header */
 };
 
-static void stop_all_ranks(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+static void stop_all_ranks(void) {
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
 
 int blk__comm_check(int mpi_rc, const char *what) {
   if (mpi_rc == MPI_SUCCESS) return BLK_OK;
@@ -113,13 +115,14 @@ static void free_recv(recv_rec *r) {
 
 void blk__comm_destroy(blk__comm *c) {
   if (!c) return;
-  /* A correct program has nothing in flight here; anything left is
-   * cancelled so MPI_Comm_free does not wait on it forever. */
+  /* Sends still in flight belong to operations the receivers complete (every
+   * message is received within its operation), so waiting ends; freeing the
+   * storage before would let MPI read freed memory. */
   for (size_t i = 0; i < c->nsends; i++) {
-    for (int j = 0; j < c->sends[i]->nreq; j++)
-      if (c->sends[i]->reqs[j] != MPI_REQUEST_NULL) MPI_Request_free(&c->sends[i]->reqs[j]);
+    MPI_Waitall(c->sends[i]->nreq, c->sends[i]->reqs, MPI_STATUSES_IGNORE);
     free_send(c->sends[i]);
   }
+  /* Receives can only be left by an operation that failed half-way. */
   for (size_t i = 0; i < c->nrecvs; i++) {
     for (int j = 0; j < c->recvs[i]->nreq; j++)
       if (c->recvs[i]->reqs[j] != MPI_REQUEST_NULL) {
@@ -135,12 +138,24 @@ void blk__comm_destroy(blk__comm *c) {
   free(c);
 }
 
-int blk__comm_rank(const blk__comm *c) { return c->rank; }
-int blk__comm_size(const blk__comm *c) { return c->size; }
-MPI_Comm blk__comm_mpi(const blk__comm *c) { return c->comm; }
-size_t blk__comm_unmatched(const blk__comm *c) { return c->unmatched; }
-size_t blk__comm_sends_pending(const blk__comm *c) { return c->nsends; }
-size_t blk__comm_recvs_pending(const blk__comm *c) { return c->nrecvs; }
+int blk__comm_rank(const blk__comm *c) {
+  return c->rank;
+}
+int blk__comm_size(const blk__comm *c) {
+  return c->size;
+}
+MPI_Comm blk__comm_mpi(const blk__comm *c) {
+  return c->comm;
+}
+size_t blk__comm_unmatched(const blk__comm *c) {
+  return c->unmatched;
+}
+size_t blk__comm_sends_pending(const blk__comm *c) {
+  return c->nsends;
+}
+size_t blk__comm_recvs_pending(const blk__comm *c) {
+  return c->nrecvs;
+}
 
 static int npieces(size_t size) {
   return size <= EAGER_BYTES ? 0 : (int)((size + PIECE_BYTES - 1) / PIECE_BYTES);
@@ -160,8 +175,8 @@ static int push_ptr(void ***array, size_t *n, size_t *cap, void *item) {
 }
 
 /* Posts receives (or sends) of a payload in pieces of at most PIECE_BYTES. */
-static int post_pieces(MPI_Comm comm, int peer, unsigned char *data, size_t size,
-                       MPI_Request *reqs, int receive) {
+static int post_pieces(MPI_Comm comm, int peer, unsigned char *data, size_t size, MPI_Request *reqs,
+                       int receive) {
   for (size_t off = 0, i = 0; off < size; off += PIECE_BYTES, i++) {
     size_t len = size - off < PIECE_BYTES ? size - off : PIECE_BYTES;
     int rc = receive ? MPI_Irecv(data + off, (int)len, MPI_BYTE, peer, TAG_PAYLOAD, comm, &reqs[i])
@@ -192,8 +207,9 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   memcpy(s->header, &h, sizeof h);
   if (inline_bytes) memcpy(s->header + sizeof h, payload->data, inline_bytes);
   int hbytes = (int)(sizeof h + inline_bytes);
-  int mrc = synchronous ? MPI_Issend(s->header, hbytes, MPI_BYTE, dst, TAG_HEADER, c->comm, &s->reqs[0])
-                        : MPI_Isend(s->header, hbytes, MPI_BYTE, dst, TAG_HEADER, c->comm, &s->reqs[0]);
+  int mrc = synchronous
+                ? MPI_Issend(s->header, hbytes, MPI_BYTE, dst, TAG_HEADER, c->comm, &s->reqs[0])
+                : MPI_Isend(s->header, hbytes, MPI_BYTE, dst, TAG_HEADER, c->comm, &s->reqs[0]);
   if ((rc = blk__comm_check(mrc, synchronous ? "MPI_Issend" : "MPI_Isend"))) goto fail;
   if (pieces) {
     blk_buffer_swap(&s->payload, payload);

@@ -70,7 +70,9 @@ int blk__values_combine(blk__values *acc, const blk__values *in) {
   return 0;
 }
 
-int blk__values_mismatch(const blk__values *v) { return (v->flags & VALUES_MISMATCH) != 0; }
+int blk__values_mismatch(const blk__values *v) {
+  return (v->flags & VALUES_MISMATCH) != 0;
+}
 
 static void combine_op(void *in, void *inout, int *len, MPI_Datatype *type) {
   (void)type;

@@ -1,11 +1,28 @@
 /*
  * blk/blk.h: the umbrella header. Including it gives the whole public API.
+ *
+ * Layers (docs/architecture.md): foundation (version, error, log, buffer),
+ * geometry (bounds, decomposer, assigner, link), patterns (partners),
+ * runtime (master, proxy, reduce).
  */
 #ifndef BLK_BLK_H
 #define BLK_BLK_H
 
+#include "blk/version.h"
 #include "blk/error.h"
 #include "blk/log.h"
-#include "blk/version.h"
+#include "blk/buffer.h"
+
+#include "blk/bounds.h"
+#include "blk/decomposer.h"
+#include "blk/assigner.h"
+#include "blk/link.h"
+
+#include "blk/partners.h"
+
+#include "blk/proxy.h"
+#include "blk/master.h"
+#include "blk/reduce.h"
+#include "blk/all_to_all.h"
 
 #endif

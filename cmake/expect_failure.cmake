@@ -1,0 +1,21 @@
+# Runs the command after the script's own arguments and passes only if it
+# exits non-zero and its output matches EXPECT: a death test for blk's
+# stop-the-job path. Usage: cmake -DEXPECT=regex -P expect_failure.cmake cmd...
+set(cmd)
+set(take OFF)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(take)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" MATCHES "expect_failure.cmake$")
+    set(take ON)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected the job to fail, but it exited 0")
+endif()
+if(NOT "${out}${err}" MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the output does not match: ${EXPECT}")
+endif()

@@ -1,0 +1,115 @@
+/*
+ * blk/proxy.h: what a callback sees of the world around its block.
+ *
+ * A proxy is handed to every callback. It names the block (gid), the round,
+ * and two ordered lists of queues: "out" queues to enqueue into and "in"
+ * queues to dequeue from. In blk_master_foreach both lists are the block's
+ * links, in link order; in a reduction they are the round's out- and
+ * in-partners (reduce.h). Queue i of a list is addressed by its index; the
+ * *_gid variants find the first queue whose partner has that gid.
+ *
+ * What a callback dequeues is ordered by queue, never by arrival, so results
+ * do not depend on threads, ranks or timing. Each in queue holds exactly the
+ * one message its partner sent this round (possibly empty).
+ *
+ * Misuse inside a collective phase (an index out of range, a gid that is not
+ * a partner, a read past the end of a message) is a programming error: blk
+ * prints rank, gid, round and what was wrong and stops the job, because
+ * returning would leave other ranks waiting. Running out of memory is
+ * returned (BLK_ENOMEM).
+ *
+ * Threads: a proxy belongs to the callback it was passed to and is valid only
+ * during that call.
+ */
+#ifndef BLK_PROXY_H
+#define BLK_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blk/buffer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct blk_proxy blk_proxy;
+
+/* The block's global id. */
+int blk_proxy_gid(const blk_proxy *p);
+
+/* The round: 0..R in a reduction; the number of exchanges so far in foreach. */
+int blk_proxy_round(const blk_proxy *p);
+
+/* Number of out queues and the gid of out queue i. */
+int blk_proxy_out_count(const blk_proxy *p);
+int blk_proxy_out_gid(const blk_proxy *p, int i);
+
+/* Number of in queues and the gid of in queue i. */
+int blk_proxy_in_count(const blk_proxy *p);
+int blk_proxy_in_gid(const blk_proxy *p, int i);
+
+/* In blk_master_foreach: link i of the block (out queue i and in queue i
+ * both belong to it), owned by the master. NULL in a reduction. */
+struct blk_link;
+const struct blk_link *blk_proxy_link(const blk_proxy *p, int i);
+
+/* Appends n bytes to out queue i. Returns 0 or BLK_ENOMEM. */
+int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n);
+
+/* Appends to the first out queue whose partner is gid. */
+int blk_proxy_enqueue_gid(blk_proxy *p, int gid, const void *data, size_t n);
+
+/* Appends count elements of elem_size bytes, preceded by their count, so the
+ * receiver can read them with blk_proxy_dequeue_array*. */
+int blk_proxy_enqueue_array(blk_proxy *p, int i, const void *data, size_t elem_size, size_t count);
+
+/* The buffer behind out queue i, for serialising in place (blk_buffer_*). */
+blk_buffer *blk_proxy_outgoing(blk_proxy *p, int i);
+
+/* Reads the next n bytes of in queue i into data. Reading past the end
+ * stops the job (see above). */
+void blk_proxy_dequeue(blk_proxy *p, int i, void *data, size_t n);
+
+/* Reads from the first in queue whose partner is gid. */
+void blk_proxy_dequeue_gid(blk_proxy *p, int gid, void *data, size_t n);
+
+/* Reads an array written by blk_proxy_enqueue_array into dst (room for
+ * max_count elements) and returns its count; a count above max_count or a
+ * different element size in bytes stops the job. */
+size_t blk_proxy_dequeue_array(blk_proxy *p, int i, void *dst, size_t elem_size, size_t max_count);
+
+/* Points *data at such an array inside the queue (no copy; valid during the
+ * callback) and returns its count. */
+size_t blk_proxy_dequeue_array_view(blk_proxy *p, int i, const void **data, size_t elem_size);
+
+/* Bytes not yet read in in queue i. */
+size_t blk_proxy_incoming_remaining(const blk_proxy *p, int i);
+
+/* The buffer behind in queue i, for reading in place (blk_buffer_read_*). A
+ * callback may also take its storage with blk_buffer_swap. */
+blk_buffer *blk_proxy_incoming(blk_proxy *p, int i);
+
+/* Operations of the value all-reduce. */
+typedef enum blk_op { BLK_OP_SUM = 0, BLK_OP_MIN = 1, BLK_OP_MAX = 2 } blk_op;
+
+/* Posts one value to an all-reduce over every block of every rank, to be
+ * completed by the next blk_master_exchange; the result is read in a later
+ * callback with blk_proxy_result_* by the index of the post (0, 1, ... in the
+ * order the callback posted them). Every block must post the same sequence of
+ * (type, op); a block that differs stops the job. At most
+ * BLK_PROXY_MAX_REDUCTIONS posts per block between exchanges. Returns 0 or
+ * BLK_EINVAL for an unknown op. */
+#define BLK_PROXY_MAX_REDUCTIONS 32
+int blk_proxy_all_reduce_f64(blk_proxy *p, double value, blk_op op);
+int blk_proxy_all_reduce_i64(blk_proxy *p, int64_t value, blk_op op);
+
+/* The result of all-reduce number i of the last exchange. Asking for an index
+ * that was not posted, or for the wrong type, stops the job. */
+double blk_proxy_result_f64(const blk_proxy *p, int i);
+int64_t blk_proxy_result_i64(const blk_proxy *p, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
