@@ -25,6 +25,7 @@ struct blk_partners {
   void *state;
   int (*round_axis)(const void *state, int round);  /* NULL for custom patterns */
   int (*round_radix)(const void *state, int round); /* NULL for custom patterns */
+  int (*round_position)(const void *state, int round, int gid); /* NULL for custom patterns */
   int rounds;
   int nblocks;
   int max_group;
@@ -41,6 +42,7 @@ static int wrap_regular(blk_partners **out, const blk_partners_ops *ops, blk__re
   p->state = s;
   p->round_axis = blk__regular_round_axis;
   p->round_radix = blk__regular_round_radix;
+  p->round_position = blk__regular_round_position;
   p->rounds = ops->rounds(s);
   p->nblocks = ops->nblocks(s);
   p->max_group = blk__regular_max_group(s);
@@ -190,6 +192,7 @@ int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, 
   p->state = state;
   p->round_axis = NULL;
   p->round_radix = NULL;
+  p->round_position = NULL;
   p->rounds = rounds;
   p->nblocks = nblocks;
   p->max_group = max_group;
@@ -247,4 +250,9 @@ int blk_partners_round_axis(const blk_partners *p, int round) {
 int blk_partners_round_radix(const blk_partners *p, int round) {
   if (p == NULL || p->round_radix == NULL) return -1;
   return p->round_radix(p->state, round);
+}
+
+int blk_partners_round_position(const blk_partners *p, int round, int gid) {
+  if (p == NULL || p->round_position == NULL) return -1;
+  return p->round_position(p->state, round, gid);
 }

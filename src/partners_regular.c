@@ -393,3 +393,9 @@ int blk__regular_round_radix(const void *state, int round) {
   int e = merge_exchange(s, round);
   return e < 0 ? -1 : s->radix[e];
 }
+
+int blk__regular_round_position(const void *state, int round, int gid) {
+  const blk__regular *s = state;
+  int e = merge_exchange(s, round);
+  return e < 0 || gid < 0 || gid >= s->nblocks ? -1 : position(s, e, gid);
+}

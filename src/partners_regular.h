@@ -27,5 +27,7 @@ int blk__regular_max_group(const void *state);
  * state is a blk__regular; the signature fits blk_partners' optional queries. */
 int blk__regular_round_axis(const void *state, int round);
 int blk__regular_round_radix(const void *state, int round);
+/* gid's position in its group of that exchange round, else -1. */
+int blk__regular_round_position(const void *state, int round, int gid);
 
 #endif

@@ -173,6 +173,15 @@ int blk_partners_round_axis(const blk_partners *p, int round);
  * blk_partners_round_axis; -1 where that gives -1. Any thread. */
 int blk_partners_round_radix(const blk_partners *p, int round);
 
+/* The position (0..radix-1) of gid in its group of that exchange round, under
+ * the same conventions; -1 where those give -1 or gid is out of range. This is
+ * how a swap routes: in round r a block forwards what is bound for gid d to
+ * its out-partner number blk_partners_round_position(p, r, d), the member
+ * that agrees with d in this round's digit, so after the last round
+ * everything is at its destination (all_to_all.h, examples/redistribute.c).
+ * Any thread. */
+int blk_partners_round_position(const blk_partners *p, int round, int gid);
+
 #ifdef __cplusplus
 }
 #endif

@@ -254,6 +254,27 @@ static int scrambled_rounds(const grid *g, unsigned *seed, int *axes, int *radic
   return nr;
 }
 
+/* Swap routing: from every block, following out-partner number
+ * round_position(r, d) in every round reaches d, and that partner agrees with
+ * d in the round's position. Checked by walking, not by the digit formula. */
+static void check_routing(const blk_partners *p, const grid *g, const char *name) {
+  int R = blk_partners_rounds(p);
+  int out[1024];
+  for (int src = 0; src < g->n; src++)
+    for (int dst = 0; dst < g->n; dst++) {
+      int at = src;
+      for (int r = 0; r < R; r++) {
+        int j = blk_partners_round_position(p, r, dst);
+        int n = blk_partners_out(p, r, at, out, 1024);
+        CHECK_MSG(j >= 0 && j < n, "%s: round %d position of %d is %d of %d", name, r, dst, j, n);
+        at = out[j];
+        CHECK_EQ_INT(blk_partners_round_position(p, r, at), j);
+      }
+      CHECK_MSG(at == dst, "%s: routing from %d to %d ended at %d", name, src, dst, at);
+    }
+  CHECK_EQ_INT(blk_partners_round_position(p, 0, g->n), -1);
+}
+
 static const char *const pattern_names[] = {"merge", "broadcast", "swap", "allreduce"};
 
 static int objects;
@@ -271,6 +292,7 @@ static void check_grid(const grid *g, unsigned *seed) {
         blk_partners *p = NULL;
         CHECK_OK(blk_partners_create(&p, (blk_pattern)pat, g->dim, g->div, ks[i], c));
         check_pattern(p, g, (blk_pattern)pat, ks[i], name, &ws);
+        if (pat == BLK_SWAP && g->n <= 64) check_routing(p, g, name);
         blk_partners_destroy(p);
         objects++;
       }

@@ -1,0 +1,48 @@
+/*
+ * blk/all_to_all.h: every block may send to every block.
+ *
+ * blk_all_to_all looks like one exchange to the user: send_fn runs once on
+ * every block and may enqueue to any gid (blk_proxy_enqueue_gid, any number
+ * of bytes, to as many gids as it likes); then receive_fn runs once on every
+ * block, whose in queues are the gids that sent it something, ascending by
+ * gid. Underneath, the messages travel through the k-ary swap rounds of
+ * partners.h (radix k, contiguous or halving order): in each round a block
+ * forwards each message to the group member that agrees with the
+ * destination in that round's digit, so after all rounds every message is at
+ * its destination. The user's callbacks do not run in the intermediate
+ * rounds. What a block carries per round is proportional to the messages it
+ * holds, not to the number of blocks.
+ *
+ * Cost: log_k(n) rounds of (k-1) messages per block; every byte is copied
+ * once per round it is forwarded in.
+ *
+ * Threads and collectives as for blk_reduce.
+ */
+#ifndef BLK_ALL_TO_ALL_H
+#define BLK_ALL_TO_ALL_H
+
+#include "blk/assigner.h"
+#include "blk/master.h"
+#include "blk/proxy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs send_fn on every block, moves what it enqueued, then runs receive_fn
+ * on every block. In send_fn the proxy has no in queues and every gid of
+ * 0..nblocks-1 is a valid destination for blk_proxy_enqueue_gid (the out
+ * queues list the gids enqueued to so far). In receive_fn the in queues are
+ * the sources that sent a non-empty message, by gid; the round is the last.
+ * Errors: BLK_EINVAL (k < 2, contiguous not 0 or 1, assigner for another
+ * communicator size, a local block's gid outside the assigner's range),
+ * BLK_EMPI, BLK_ENOMEM, BLK_ECALLBACK (a callback returned non-zero; the
+ * rest still ran). Enqueueing to a gid outside 0..nblocks-1 stops the job
+ * with the rank, gid and value. */
+int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
+                   blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,242 @@
+/*
+ * all_to_all.c: every block to every block, through k-ary swap rounds.
+ *
+ * The blocks are numbered 0..n-1 along one axis and swap partners are built
+ * for it (partners.h). In round e a block's group is the blocks that differ
+ * from it only in digit e of their gid, listed by that digit, so the block
+ * forwards a message for destination d to the member in d's position
+ * (blk_partners_round_position). After the last round every digit agrees:
+ * the message is at d.
+ *
+ * Messages travel as items: [src int32][dst int32][size uint64][bytes], all
+ * items for one group member packed into that round's one message. A block
+ * holds only the items passing through it, so what it carries per round
+ * does not depend on n when most destinations are empty.
+ *
+ * The driver is blk_reduce; the callback below runs the user's send_fn in
+ * round 0, only forwards in rounds 1..R-1, and runs receive_fn in round R.
+ * Per-block state is touched only by the pool thread running that block.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blk/all_to_all.h"
+#include "blk/partners.h"
+#include "blk/reduce.h"
+#include "master_state.h"
+
+typedef struct item_header {
+  int32_t src, dst;
+  uint64_t size;
+} item_header;
+
+/* The send phase's out queues: created on first enqueue to a gid. */
+typedef struct a2a_block {
+  blk__gid_map index; /* dst gid -> out queue */
+  int *gids;
+  blk_buffer *queues;
+  int n, cap;
+} a2a_block;
+
+typedef struct a2a {
+  blk_master *m;
+  const blk_partners *p;
+  blk_foreach_fn send_fn, receive_fn;
+  void *user;
+  int nblocks, rounds;
+  a2a_block *blocks; /* by lid */
+} a2a;
+
+typedef struct send_hook {
+  a2a *s;
+  a2a_block *b;
+} send_hook;
+
+/* proxy open_out hook: the out queue for gid, created if new. */
+static int open_out(blk_proxy *p, int gid) {
+  send_hook *h = p->hook;
+  a2a_block *b = h->b;
+  if (gid < 0 || gid >= h->s->nblocks)
+    blk__proxy_misuse(p, "all_to_all: enqueue to gid %d, outside 0..%d", gid, h->s->nblocks - 1);
+  int i = blk__gid_map_get(&b->index, gid);
+  if (i >= 0) return i;
+  if (b->n == b->cap) {
+    int ncap = b->cap ? 2 * b->cap : 8;
+    int *gids = realloc(b->gids, (size_t)ncap * sizeof *gids);
+    if (gids) b->gids = gids;
+    blk_buffer *queues = gids ? realloc(b->queues, (size_t)ncap * sizeof *queues) : NULL;
+    if (!queues) blk__proxy_misuse(p, "all_to_all: no memory for %d destinations", ncap);
+    b->queues = queues;
+    b->cap = ncap;
+  }
+  i = b->n++;
+  b->gids[i] = gid;
+  blk_buffer_init(&b->queues[i]);
+  if (blk__gid_map_put(&b->index, gid, i))
+    blk__proxy_misuse(p, "all_to_all: no memory for %d destinations", b->n);
+  p->out_gids = b->gids;
+  p->out = b->queues;
+  p->nout = b->n;
+  return i;
+}
+
+/* Appends one item to the out queue of the group member that matches dst in
+ * this round's digit. */
+static void forward(const a2a *s, blk_proxy *p, int32_t src, int32_t dst, const void *data,
+                    uint64_t size) {
+  int j = blk_partners_round_position(s->p, blk_proxy_round(p), dst);
+  item_header h = {src, dst, size};
+  if (blk_proxy_enqueue(p, j, &h, sizeof h) || blk_proxy_enqueue(p, j, data, (size_t)size))
+    blk__proxy_misuse(p, "all_to_all: no memory to forward %llu bytes to gid %d",
+                      (unsigned long long)size, (int)dst);
+}
+
+/* Reads the next item of in queue i; its bytes stay in the queue. */
+static const void *next_item(blk_proxy *p, int i, item_header *h) {
+  blk_proxy_dequeue(p, i, h, sizeof *h);
+  const void *data = blk_buffer_read_view(blk_proxy_incoming(p, i), (size_t)h->size);
+  if (!data && h->size)
+    blk__proxy_misuse(p, "all_to_all: an item from gid %d claims %llu bytes past the message end",
+                      (int)h->src, (unsigned long long)h->size);
+  return data;
+}
+
+typedef struct arrival {
+  int32_t src;
+  uint64_t size;
+  const void *data;
+} arrival;
+
+static int by_source(const void *a, const void *b) {
+  int32_t x = ((const arrival *)a)->src, y = ((const arrival *)b)->src;
+  return (x > y) - (x < y);
+}
+
+/* Round R: hand the user one in queue per source, ascending. */
+static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int n) {
+  qsort(got, (size_t)n, sizeof *got, by_source);
+  int *gids = malloc((size_t)(n ? n : 1) * sizeof *gids);
+  blk_buffer *in = calloc((size_t)(n ? n : 1), sizeof *in);
+  int rc = BLK_OK;
+  if (!gids || !in) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", n);
+  for (int i = 0; i < n; i++) {
+    gids[i] = got[i].src;
+    if (i > 0 && gids[i] == gids[i - 1])
+      blk__proxy_misuse(p, "all_to_all: two messages from gid %d", gids[i]);
+    if (blk_buffer_write(&in[i], got[i].data, (size_t)got[i].size))
+      blk__proxy_misuse(p, "all_to_all: no memory for %llu bytes from gid %d",
+                        (unsigned long long)got[i].size, gids[i]);
+  }
+  blk_proxy user = *p;
+  user.nin = n;
+  user.in_gids = gids;
+  user.in = in;
+  user.nout = 0;
+  user.out_gids = NULL;
+  user.out = NULL;
+  user.phase = "all_to_all receive";
+  rc = s->receive_fn(block, &user, s->user);
+  for (int i = 0; i < n; i++) blk_buffer_free(&in[i]);
+  free(in);
+  free(gids);
+  return rc;
+}
+
+static int a2a_round(void *block, blk_proxy *p, void *user) {
+  a2a *s = user;
+  int r = blk_proxy_round(p), rc = BLK_OK;
+  int gid = blk_proxy_gid(p);
+  if (r == 0) {
+    a2a_block *b = &s->blocks[blk__gid_map_get(&s->m->lids, gid)];
+    send_hook hook = {s, b};
+    blk_proxy user_p = *p;
+    user_p.nin = user_p.nout = 0;
+    user_p.in_gids = user_p.out_gids = NULL;
+    user_p.in = user_p.out = NULL;
+    user_p.open_out = open_out;
+    user_p.hook = &hook;
+    user_p.phase = "all_to_all send";
+    rc = s->send_fn(block, &user_p, s->user);
+    if (s->rounds == 0) {
+      /* One block: what it sent to itself is all it receives. */
+      arrival got = {gid, 0, NULL};
+      int n = 0;
+      if (b->n && b->queues[0].size) {
+        got.size = b->queues[0].size;
+        got.data = b->queues[0].data;
+        n = 1;
+      }
+      int rrc = deliver_to_user(s, block, p, &got, n);
+      if (!rc) rc = rrc;
+    } else {
+      for (int i = 0; i < b->n; i++)
+        if (b->queues[i].size) forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
+    }
+    for (int i = 0; i < b->n; i++) blk_buffer_free(&b->queues[i]);
+    b->n = 0;
+    blk__gid_map_free(&b->index);
+    return rc;
+  }
+  if (r < s->rounds) {
+    for (int i = 0; i < blk_proxy_in_count(p); i++)
+      while (blk_proxy_incoming_remaining(p, i)) {
+        item_header h;
+        const void *data = next_item(p, i, &h);
+        forward(s, p, h.src, h.dst, data, h.size);
+      }
+    return BLK_OK;
+  }
+  /* The last round: everything here is for this block. */
+  int n = 0, cap = 16;
+  arrival *got = malloc((size_t)cap * sizeof *got);
+  if (!got) blk__proxy_misuse(p, "all_to_all: no memory");
+  for (int i = 0; i < blk_proxy_in_count(p); i++)
+    while (blk_proxy_incoming_remaining(p, i)) {
+      item_header h;
+      const void *data = next_item(p, i, &h);
+      if (h.dst != gid)
+        blk__proxy_misuse(p, "all_to_all: an item for gid %d from gid %d ended here", (int)h.dst,
+                          (int)h.src);
+      if (n == cap) {
+        cap *= 2;
+        arrival *grown = realloc(got, (size_t)cap * sizeof *got);
+        if (!grown) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", cap);
+        got = grown;
+      }
+      got[n++] = (arrival){h.src, h.size, data};
+    }
+  rc = deliver_to_user(s, block, p, got, n);
+  free(got);
+  return rc;
+}
+
+int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
+                   blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user) {
+  if (!a || !send_fn || !receive_fn)
+    return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");
+  a2a s = {.m = m, .send_fn = send_fn, .receive_fn = receive_fn, .user = user};
+  s.nblocks = blk_assigner_nblocks(a);
+  blk_partners *p = NULL;
+  int rc = blk_partners_create(&p, BLK_SWAP, 1, &s.nblocks, k, contiguous);
+  if (rc) return rc;
+  s.p = p;
+  s.rounds = blk_partners_rounds(p);
+  s.blocks = calloc((size_t)(m->nblocks ? m->nblocks : 1), sizeof *s.blocks);
+  if (!s.blocks) {
+    rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", m->nblocks);
+    goto exit;
+  }
+  for (int i = 0; i < m->nblocks; i++) blk__gid_map_init(&s.blocks[i].index);
+  rc = blk_reduce(m, a, p, a2a_round, &s);
+exit:
+  if (s.blocks)
+    for (int i = 0; i < m->nblocks; i++) {
+      for (int q = 0; q < s.blocks[i].n; q++) blk_buffer_free(&s.blocks[i].queues[q]);
+      free(s.blocks[i].gids);
+      free(s.blocks[i].queues);
+      blk__gid_map_free(&s.blocks[i].index);
+    }
+  free(s.blocks);
+  blk_partners_destroy(p);
+  return rc;
+}

@@ -1,0 +1,343 @@
+/*
+ * reduce.c: the round-by-round driver of reduction patterns.
+ *
+ * Each local block walks its own rounds: it waits in round r until the one
+ * message from each in-partner of round r has arrived, runs the callback on
+ * the pool, sends its out queues (a same-rank partner gets the buffer handed
+ * over, a remote one gets it through comm.c) and moves to its next active
+ * round. There is no barrier: blocks and ranks may be rounds apart, so a
+ * message for a later round than its block is in waits in that block's
+ * pending list until the block gets there.
+ *
+ * Only the driver thread (the master's) touches this state; a pool thread
+ * running a block's callback touches only that block's queues, and the
+ * driver leaves a running block's queues alone until the pool hands it back.
+ * Deliveries never start callbacks directly (they only mark blocks ready),
+ * so comm's progress is never re-entered.
+ *
+ * Cost per block per round: the callback, plus alpha + beta*n per remote
+ * out-partner and nothing but a pointer swap per local one. A rank finishes
+ * once its own blocks have run their last round: every message a block
+ * needs was sent to it, so nothing is left to wait for.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "blk/reduce.h"
+#include "master_state.h"
+
+typedef struct pending_msg {
+  int round;
+  int src;
+  blk_buffer payload;
+} pending_msg;
+
+struct rstate;
+
+typedef struct rblock {
+  struct rstate *s;
+  int lid, gid;
+  int round;   /* the round it is waiting for or running; R+1 when finished */
+  int running; /* handed to the pool */
+  int ready;   /* in the ready list */
+  int nin, nout, cap_in, cap_out;
+  int *in_gids, *out_gids;
+  blk_buffer *in, *out;
+  unsigned char *filled;
+  int arrived;
+  pending_msg *pending;
+  size_t npending, cap_pending;
+  int code; /* the callback's return, when it failed */
+  blk_proxy proxy;
+} rblock;
+
+typedef struct rstate {
+  blk_master *m;
+  const blk_assigner *a;
+  const blk_partners *p;
+  blk_reduce_fn fn;
+  void *user;
+  int rounds; /* R: callbacks run in rounds 0..R */
+  rblock *rb;
+  int nblocks, finished;
+  int *ready;
+  int nready;
+  int fail_gid, fail_round, fail_code;
+} rstate;
+
+/* Reallocates an array from old to ncap elements, zeroing the new ones. */
+static int resize(void **array, int old, int ncap, size_t elem) {
+  void *grown = realloc(*array, (size_t)ncap * elem);
+  if (!grown) return BLK_ENOMEM;
+  memset((char *)grown + (size_t)old * elem, 0, (size_t)(ncap - old) * elem);
+  *array = grown;
+  return BLK_OK;
+}
+
+/* Makes room for nin in queues and nout out queues. */
+static void size_queues(rblock *b, int nin, int nout) {
+  int rc = BLK_OK;
+  if (nin > b->cap_in) {
+    int ncap = nin > 2 * b->cap_in ? nin : 2 * b->cap_in;
+    rc = resize((void **)&b->in_gids, b->cap_in, ncap, sizeof(int));
+    if (!rc) rc = resize((void **)&b->in, b->cap_in, ncap, sizeof(blk_buffer));
+    if (!rc) rc = resize((void **)&b->filled, b->cap_in, ncap, 1);
+    if (!rc) b->cap_in = ncap;
+  }
+  if (!rc && nout > b->cap_out) {
+    int ncap = nout > 2 * b->cap_out ? nout : 2 * b->cap_out;
+    rc = resize((void **)&b->out_gids, b->cap_out, ncap, sizeof(int));
+    if (!rc) rc = resize((void **)&b->out, b->cap_out, ncap, sizeof(blk_buffer));
+    if (!rc) b->cap_out = ncap;
+  }
+  if (rc) blk__panic("reduce: no memory for %d in and %d out queues of gid %d", nin, nout, b->gid);
+}
+
+static void mark_ready(rstate *s, rblock *b) {
+  if (b->ready || b->running || b->arrived < b->nin || b->round > s->rounds) return;
+  b->ready = 1;
+  s->ready[s->nready++] = b->lid;
+}
+
+static int slot_of(const rblock *b, int src) {
+  for (int i = 0; i < b->nin; i++)
+    if (b->in_gids[i] == src && !b->filled[i]) return i;
+  return -1;
+}
+
+/* Puts a message for the block's current round into its slot. */
+static void fill(rstate *s, rblock *b, int src, blk_buffer *payload) {
+  int i = slot_of(b, src);
+  if (i < 0)
+    blk__panic(
+        "reduce %d: gid %d received a message from gid %d in round %d, which is not "
+        "(or no longer) one of its in-partners",
+        s->m->epoch, b->gid, src, b->round);
+  blk_buffer_swap(&b->in[i], payload);
+  b->filled[i] = 1;
+  b->arrived++;
+  mark_ready(s, b);
+}
+
+/* Moves the block to its next active round at or after `round`. */
+static void advance(rstate *s, rblock *b, int round) {
+  while (round <= s->rounds && !blk_partners_active(s->p, round, b->gid)) round++;
+  b->round = round;
+  b->arrived = 0;
+  if (round > s->rounds) {
+    b->nin = b->nout = 0;
+    s->finished++;
+    if (b->npending)
+      blk__panic(
+          "reduce %d: gid %d finished with %zu messages for rounds it never ran (round %d "
+          "from gid %d first)",
+          s->m->epoch, b->gid, b->npending, b->pending[0].round, b->pending[0].src);
+    return;
+  }
+  int nin = blk_partners_in(s->p, round, b->gid, NULL, 0);
+  int nout = blk_partners_out(s->p, round, b->gid, NULL, 0);
+  size_queues(b, nin, nout);
+  b->nin = blk_partners_in(s->p, round, b->gid, b->in_gids, nin);
+  b->nout = blk_partners_out(s->p, round, b->gid, b->out_gids, nout);
+  for (int i = 0; i < b->nin; i++) {
+    blk_buffer_clear(&b->in[i]);
+    b->filled[i] = 0;
+  }
+  for (int i = 0; i < b->nout; i++) blk_buffer_clear(&b->out[i]);
+  /* Messages that came early for this round. */
+  size_t kept = 0;
+  for (size_t i = 0; i < b->npending; i++) {
+    pending_msg *pm = &b->pending[i];
+    if (pm->round == round) {
+      fill(s, b, pm->src, &pm->payload);
+      blk_buffer_free(&pm->payload);
+    } else {
+      b->pending[kept++] = *pm;
+    }
+  }
+  b->npending = kept;
+  mark_ready(s, b);
+}
+
+static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *payload) {
+  int lid = blk__gid_map_get(&s->m->lids, dst_gid);
+  if (lid < 0)
+    blk__panic("reduce %d: rank %d got a message from gid %d for gid %d, which it does not own",
+               s->m->epoch, blk__comm_rank(s->m->comm), src_gid, dst_gid);
+  rblock *b = &s->rb[lid];
+  if (round == b->round && !b->running) {
+    fill(s, b, src_gid, payload);
+    return;
+  }
+  if (round <= b->round)
+    blk__panic("reduce %d: gid %d got a message from gid %d for round %d while in round %d",
+               s->m->epoch, dst_gid, src_gid, round, b->round);
+  if (b->npending == b->cap_pending) {
+    size_t ncap = b->cap_pending ? 2 * b->cap_pending : 4;
+    pending_msg *grown = realloc(b->pending, ncap * sizeof *grown);
+    if (!grown) blk__panic("reduce: no memory to keep an early message for gid %d", dst_gid);
+    b->pending = grown;
+    b->cap_pending = ncap;
+  }
+  pending_msg *pm = &b->pending[b->npending++];
+  pm->round = round;
+  pm->src = src_gid;
+  blk_buffer_init(&pm->payload);
+  blk_buffer_swap(&pm->payload, payload);
+}
+
+static void route_reduce(blk_master *m, const blk__msg *msg, blk_buffer *payload, void *ctx) {
+  (void)m;
+  receive(ctx, msg->dst_gid, msg->src_gid, msg->key, payload);
+}
+
+static void run_block(void *arg) {
+  rblock *b = arg;
+  b->code = b->s->fn(b->s->m->blocks[b->lid].data, &b->proxy, b->s->user);
+}
+
+static int submit(rstate *s, rblock *b) {
+  b->ready = 0;
+  b->running = 1;
+  b->proxy = (blk_proxy){
+      .master = s->m,
+      .gid = b->gid,
+      .round = b->round,
+      .phase = "reduce",
+      .nin = b->nin,
+      .nout = b->nout,
+      .in_gids = b->in_gids,
+      .out_gids = b->out_gids,
+      .in = b->in,
+      .out = b->out,
+      .posts = NULL,
+      .results = NULL,
+  };
+  return blk__pool_submit(s->m->pool, run_block, b);
+}
+
+/* After the callback: send the out queues and move on. */
+static int finish(rstate *s, rblock *b) {
+  b->running = 0;
+  if (b->code && !s->fail_code) {
+    s->fail_code = b->code;
+    s->fail_gid = b->gid;
+    s->fail_round = b->round;
+  }
+  int me = blk__comm_rank(s->m->comm);
+  for (int i = 0; i < b->nout; i++) {
+    int dst = b->out_gids[i];
+    int rank = blk_assigner_rank(s->a, dst);
+    if (rank == me) {
+      receive(s, dst, b->gid, b->round + 1, &b->out[i]);
+      blk_buffer_clear(&b->out[i]);
+    } else {
+      blk__msg msg = {s->m->epoch, b->gid, dst, b->round + 1, 0, 0, (int64_t)b->out[i].size};
+      int rc = blk__comm_send(s->m->comm, rank, &msg, &b->out[i], 0);
+      if (rc) return rc;
+    }
+  }
+  advance(s, b, b->round + 1);
+  return BLK_OK;
+}
+
+static int check_setup(const blk_master *m, const blk_assigner *a, const blk_partners *p) {
+  int nb = blk_partners_nblocks(p);
+  if (blk_assigner_nblocks(a) != nb)
+    return blk__fail(BLK_EINVAL, "reduce: the partners are for %d blocks but the assigner has %d",
+                     nb, blk_assigner_nblocks(a));
+  if (blk_assigner_nranks(a) != blk__comm_size(m->comm))
+    return blk__fail(BLK_EINVAL, "reduce: the assigner has %d ranks but the communicator has %d",
+                     blk_assigner_nranks(a), blk__comm_size(m->comm));
+  int me = blk__comm_rank(m->comm);
+  for (int i = 0; i < m->nblocks; i++) {
+    int gid = m->blocks[i].gid;
+    if (gid >= nb)
+      return blk__fail(BLK_EINVAL, "reduce: local block gid %d, but the partners are for %d blocks",
+                       gid, nb);
+    if (blk_assigner_rank(a, gid) != me)
+      return blk__fail(BLK_EINVAL, "reduce: local block gid %d is assigned to rank %d, not %d", gid,
+                       blk_assigner_rank(a, gid), me);
+  }
+  return BLK_OK;
+}
+
+static void free_state(rstate *s) {
+  for (int i = 0; i < s->nblocks; i++) {
+    rblock *b = &s->rb[i];
+    for (int j = 0; j < b->cap_in; j++) blk_buffer_free(&b->in[j]);
+    for (int j = 0; j < b->cap_out; j++) blk_buffer_free(&b->out[j]);
+    for (size_t j = 0; j < b->npending; j++) blk_buffer_free(&b->pending[j].payload);
+    free(b->in_gids);
+    free(b->out_gids);
+    free(b->in);
+    free(b->out);
+    free(b->filled);
+    free(b->pending);
+  }
+  free(s->rb);
+  free(s->ready);
+}
+
+int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+               void *user) {
+  if (!fn || !a || !p)
+    return blk__fail(BLK_EINVAL, "reduce: the callback, assigner or partners is NULL");
+  int rc = check_setup(m, a, p);
+  /* Every rank must take part even when one of them found bad input, or the
+   * others would wait for it: agree on the outcome first. */
+  int bad = rc != 0, any_bad = 0;
+  int mrc = blk__comm_check(
+      MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, blk__comm_mpi(m->comm)), "MPI_Allreduce");
+  if (mrc) return mrc;
+  if (rc) return rc;
+  if (any_bad) return blk__fail(BLK_EINVAL, "reduce: another rank found its setup invalid");
+
+  rstate s = {.m = m, .a = a, .p = p, .fn = fn, .user = user, .nblocks = m->nblocks};
+  s.rounds = blk_partners_rounds(p);
+  s.rb = calloc((size_t)(m->nblocks ? m->nblocks : 1), sizeof *s.rb);
+  s.ready = malloc((size_t)(m->nblocks ? m->nblocks : 1) * sizeof *s.ready);
+  if (!s.rb || !s.ready) {
+    free_state(&s);
+    return blk__fail(BLK_ENOMEM, "reduce: no memory for %d blocks", m->nblocks);
+  }
+  for (int i = 0; i < m->nblocks; i++) {
+    s.rb[i].s = &s;
+    s.rb[i].lid = i;
+    s.rb[i].gid = m->blocks[i].gid;
+    s.rb[i].round = -1;
+  }
+  blk__master_begin(m, route_reduce, &s);
+  for (int i = 0; i < m->nblocks; i++) advance(&s, &s.rb[i], 0);
+
+  blk__backoff wait = {0};
+  void *done[64];
+  while (s.finished < s.nblocks) {
+    int progressed = 0;
+    for (int i = 0; i < s.nready && !rc; i++) rc = submit(&s, &s.rb[s.ready[i]]);
+    if (s.nready) progressed = 1;
+    s.nready = 0;
+    if (rc) break;
+    if ((rc = blk__comm_progress(m->comm, blk__master_deliver, m, 1, &progressed))) break;
+    long timeout = 0;
+    if (!progressed && blk__pool_outstanding(m->pool)) timeout = 50000; /* sleep on the pool */
+    size_t n = blk__pool_collect(m->pool, done, 64, timeout);
+    for (size_t i = 0; i < n && !rc; i++) rc = finish(&s, done[i]);
+    if (rc) break;
+    if (progressed || n)
+      blk__backoff_reset(&wait);
+    else if (!blk__pool_outstanding(m->pool))
+      blk__backoff_idle(&wait);
+  }
+  if (rc) {
+    /* Callbacks still running point into this state: let them end first. */
+    while (blk__pool_outstanding(m->pool)) blk__pool_collect(m->pool, done, 64, -1);
+  }
+  m->route = NULL;
+  free_state(&s);
+  if (!rc && s.fail_code)
+    rc = blk__fail(BLK_ECALLBACK, "reduce: the callback returned %d (%s) for gid %d in round %d",
+                   s.fail_code, blk_strerror(s.fail_code), s.fail_gid, s.fail_round);
+  return rc;
+}
