@@ -15,21 +15,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${BLK_BUILD_ROOT:-$here/build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-# Debian packages blk needs to build and run, with a file each one provides.
-packages=(
-  "gcc:/usr/bin/gcc"
-  "make:/usr/bin/make"
-  "cmake:/usr/bin/cmake"
-  "pkgconf:/usr/bin/pkgconf"
-  "mpich:/usr/bin/mpiexec.hydra"
-  "libmpich-dev:/usr/include/x86_64-linux-gnu/mpich/mpi.h"
-  "libzstd-dev:/usr/include/zstd.h"
-)
+# Debian packages blk needs to build and run (build-essential brings gcc, make
+# and the C library headers; gcc brings the sanitizer runtimes).
+packages=(build-essential cmake pkgconf mpich libmpich-dev libzstd-dev)
 
 install_missing() {
   local missing=()
-  for entry in "${packages[@]}"; do
-    local pkg=${entry%%:*}
+  for pkg in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed"; then
       missing+=("$pkg")
     fi

@@ -16,6 +16,7 @@
  */
 #include <stdlib.h>
 
+#include "blk/decomposer.h"
 #include "blk/partners.h"
 #include "fail.h"
 #include "partners_regular.h"
@@ -23,8 +24,8 @@
 struct blk_partners {
   const blk_partners_ops *ops;
   void *state;
-  int (*round_axis)(const void *state, int round);  /* NULL for custom patterns */
-  int (*round_radix)(const void *state, int round); /* NULL for custom patterns */
+  int (*round_axis)(const void *state, int round);              /* NULL for custom patterns */
+  int (*round_radix)(const void *state, int round);             /* NULL for custom patterns */
   int (*round_position)(const void *state, int round, int gid); /* NULL for custom patterns */
   int rounds;
   int nblocks;
@@ -59,6 +60,16 @@ int blk_partners_create(blk_partners **out, blk_pattern pattern, int dim, const 
   int rc = blk__regular_create_k(&ops, &s, pattern, dim, divisions, k, contiguous);
   if (rc != 0) return rc;
   return wrap_regular(out, ops, s);
+}
+
+int blk_partners_create_for(blk_partners **out, blk_pattern pattern, const blk_decomposer *d, int k,
+                            int contiguous) {
+  if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
+  *out = NULL;
+  if (d == NULL) return blk__fail(BLK_EINVAL, "partners: the decomposer is NULL");
+  int divisions[BLK_MAX_DIM];
+  blk_decomposer_divisions(d, divisions);
+  return blk_partners_create(out, pattern, blk_decomposer_dim(d), divisions, k, contiguous);
 }
 
 int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,

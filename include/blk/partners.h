@@ -97,6 +97,13 @@ typedef struct blk_partners blk_partners;
 int blk_partners_create(blk_partners **out, blk_pattern pattern, int dim, const int *divisions,
                         int k, int contiguous);
 
+/* The same, with the divisions of a decomposer: the pattern runs over its
+ * grid of blocks, gids as the decomposer numbers them. Errors as above, and
+ * BLK_EINVAL for a NULL decomposer. */
+struct blk_decomposer;
+int blk_partners_create_for(blk_partners **out, blk_pattern pattern, const struct blk_decomposer *d,
+                            int k, int contiguous);
+
 /* Create a built-in pattern with explicit exchange rounds instead of a radix: exchange
  * round i works along axes[i] with radix radices[i], in the given order (DIY's explicit
  * k-vector). Along each axis, the product of its radices must equal divisions[axis];

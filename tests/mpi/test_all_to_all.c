@@ -20,14 +20,16 @@ typedef struct ctx {
 
 /* Whether src sends to dst, and how many bytes. */
 static size_t message_size(int src, int dst, int nblocks, int big) {
-  if (src % 5 == 4) return 0;                         /* some send nothing */
-  if (src % 5 == 3) return (size_t)(1 + dst % 3);     /* some send to all */
-  if ((src * 7 + dst * 3) % 4 != 0) return 0;         /* others to a few */
+  if (src % 5 == 4) return 0;                     /* some send nothing */
+  if (src % 5 == 3) return (size_t)(1 + dst % 3); /* some send to all */
+  if ((src * 7 + dst * 3) % 4 != 0) return 0;     /* others to a few */
   if (big && (src + dst) % 3 == 0) return 20000 + (size_t)dst;
   return (size_t)(4 + (src + dst + nblocks) % 29);
 }
 
-static unsigned char byte_of(int src, int dst, size_t j) { return (unsigned char)(src * 13 + dst * 7 + (int)j); }
+static unsigned char byte_of(int src, int dst, size_t j) {
+  return (unsigned char)(src * 13 + dst * 7 + (int)j);
+}
 
 static int create(void **out, int gid, void *user) {
   (void)user;
@@ -79,7 +81,8 @@ static int receive(void *block, blk_proxy *p, void *user) {
     CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), n);
     blk_buffer *in = blk_proxy_incoming(p, i);
     for (size_t j = 0; j < n; j++)
-      CHECK_MSG(in->data[j] == byte_of(src, dst, j), "gid %d from %d: byte %zu differs", dst, src, j);
+      CHECK_MSG(in->data[j] == byte_of(src, dst, j), "gid %d from %d: byte %zu differs", dst, src,
+                j);
     i++;
   }
   CHECK_EQ_INT(blk_proxy_in_count(p), i);
@@ -91,17 +94,20 @@ int main(int argc, char **argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int threads = 1, big = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) big = 1;
-    else CHECK_MSG(0, "unknown option %s", argv[i]);
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--big"))
+      big = 1;
+    else
+      CHECK_MSG(0, "unknown option %s", argv[i]);
   }
   int size, rank;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  static const int counts[] = {1, 2, 7, 9, 12, 44, 64};
+  static const int counts[] = {1, 2, 7, 9, 12, 13, 44, 64}; /* 13: a prime above every k */
   static const int radices[] = {2, 3, 4, 8};
   int runs = 0;
-  for (int ci = 0; ci < 7; ci++) {
+  for (int ci = 0; ci < 8; ci++) {
     ctx c = {counts[ci], big, 0};
     blk_assigner *a;
     blk_master *m;

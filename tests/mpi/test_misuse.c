@@ -54,7 +54,8 @@ static int reduce_badly(void *b, blk_proxy *p, void *user) {
   (void)b;
   (void)user;
   int64_t v = 1;
-  if (blk_proxy_round(p) == 0 && blk_proxy_gid(p) == 1) CHECK_OK(blk_proxy_enqueue_gid(p, 999, &v, sizeof v));
+  if (blk_proxy_round(p) == 0 && blk_proxy_gid(p) == 1)
+    CHECK_OK(blk_proxy_enqueue_gid(p, 999, &v, sizeof v));
   for (int i = 0; i < blk_proxy_out_count(p); i++) CHECK_OK(blk_proxy_enqueue(p, i, &v, sizeof v));
   return 0;
 }
