@@ -20,9 +20,12 @@
  *              for r >= R (round R: merge in, broadcast out).
  * Factoring an axis of d blocks: take k while it divides what is left; else the largest
  * j in [2, k) that divides it (counting down from k-1, or by trial division up to the
- * square root when k is large); else what is left, whole: one wider round for prime
- * factors larger than k (25 with k = 3 is one round of 25). Unlike DIY's FactorK, what
- * is left is divided by the factor taken, so the radices always multiply to d.
+ * square root when k is large); else the smallest prime factor of what is left, which is
+ * then larger than k: one wider round per prime factor larger than k (25 with k = 3 is
+ * two rounds of 5; 7 with k = 2 one round of 7). DIY takes what is left whole there (one
+ * round of 25): blk's choice keeps each wider round as narrow as the count allows. Unlike
+ * DIY's FactorK, what is left is divided by the factor taken, so the radices always
+ * multiply to d.
  *
  * Cost: create O(dim + R) plus factoring O(R * min(k, sqrt(d))); active O(R); a partner
  * list O(R + k_e); no allocation after create. R <= 30, since every radix is >= 2 and
@@ -262,12 +265,19 @@ static int largest_divisor_below(int n, int k) {
   return best;
 }
 
+/* The smallest prime factor of n >= 2. */
+static int smallest_prime_factor(int n) {
+  for (int i = 2; (long long)i * i <= n; i++)
+    if (n % i == 0) return i;
+  return n;
+}
+
 /* Greedy factoring of d (see the top of the file); returns the number of radices. */
 static int factor(int d, int k, int radices[MAX_ROUNDS]) {
   int n = 0;
   for (int rem = d; rem > 1; rem /= radices[n++]) {
     int f = rem % k == 0 ? k : largest_divisor_below(rem, k);
-    radices[n] = f != 0 ? f : rem;
+    radices[n] = f != 0 ? f : smallest_prime_factor(rem);
   }
   return n;
 }

@@ -13,8 +13,11 @@
  * rounds. What a block carries per round is proportional to the messages it
  * holds, not to the number of blocks.
  *
- * Cost: log_k(n) rounds of (k-1) messages per block; every byte is copied
- * once per round it is forwarded in.
+ * Cost: R rounds (log_k n when n is a power of k; see partners.h for other
+ * counts), in round e k_e - 1 messages per block (sent even when empty) plus
+ * a hand-over to itself; every byte is copied R + 1 times: packed in the
+ * first round, repacked in each forwarding round, and unpacked into the
+ * receiver's queues.
  *
  * Threads and collectives as for blk_reduce.
  */

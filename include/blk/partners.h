@@ -16,11 +16,12 @@
  *
  * How the regular rounds are made. Each axis's division count d is factored greedily
  * with the target radix k: take k while k divides what is left; otherwise the largest j
- * with 2 <= j < k that divides it; otherwise what is left, whole. That last case is how
- * blk handles prime factors larger than k: one wider round, whose groups have that many
- * members (d = 7 with k = 2 is one round of 7; d = 44 with k = 4 is 4 then 11). What is
- * left then has no factor in 2..k, but need not be prime: d = 25 with k = 3 is one round
- * of 25. (DIY divides by k instead of j after a smaller factor, so for 18 with k = 4 it
+ * with 2 <= j < k that divides it; otherwise the smallest prime factor of what is left,
+ * which is then larger than k. That last case is how blk handles prime factors larger
+ * than k: one wider round per such prime, whose groups have that many members (d = 7
+ * with k = 2 is one round of 7; d = 44 with k = 4 is 4 then 11; d = 25 with k = 3 is 5
+ * then 5, where DIY takes the 25 whole). (DIY also divides by k instead of j after a
+ * smaller factor, so for 18 with k = 4 it
  * gets 3,4; blk gets 3,3,2.) Axes with d = 1 give no rounds. The axes take turns: the
  * first factor of axis 0, of axis 1, ..., then the second factor of each, and so on.
  * Exchange round e (the messages from callback round e to e+1 of a merge) works along

@@ -312,10 +312,10 @@ static void test_round_lists(void) {
 
   /* Greedy factoring, by hand: 18 with k = 4 is 3,3,2 (DIY's FactorK divides by k instead
    * of j after a smaller factor and gives 3,4, which does not multiply to 18); 12 with
-   * k = 8 is 6,2; 44 with k = 4 is 4,11; 25 with k = 3 is one round of 25 (no j in
-   * [2,3) divides it); 1009 is prime. */
+   * k = 8 is 6,2; 44 with k = 4 is 4,11; 25 with k = 3 is 5,5 (no j in [2,3) divides it,
+   * so its smallest prime factor); 1009 is prime. */
   static const int d18[] = {18}, r332[] = {3, 3, 2}, d44[] = {44}, r4_11[] = {4, 11};
-  static const int r62[] = {6, 2}, d25[] = {25}, r25[] = {25}, d1009[] = {1009}, r1009[] = {1009};
+  static const int r62[] = {6, 2}, d25[] = {25}, r25[] = {5, 5}, d1009[] = {1009}, r1009[] = {1009};
   CHECK_OK(blk_partners_create(&p, BLK_MERGE, 1, d18, 4, 1));
   check_rounds_list(p, 3, a000, r332);
   blk_partners_destroy(p);
@@ -327,7 +327,7 @@ static void test_round_lists(void) {
   CHECK_EQ_INT(blk_partners_max_group(p), 11);
   blk_partners_destroy(p);
   CHECK_OK(blk_partners_create(&p, BLK_MERGE, 1, d25, 3, 1));
-  check_rounds_list(p, 1, a0, r25);
+  check_rounds_list(p, 2, a00, r25);
   blk_partners_destroy(p);
   CHECK_OK(blk_partners_create(&p, BLK_SWAP, 1, d1009, 8, 0));
   check_rounds_list(p, 1, a0, r1009);
