@@ -159,7 +159,8 @@ size_t blk_proxy_incoming_remaining(const blk_proxy *p, int i) {
 }
 
 static int post(blk_proxy *p, int type, double f, int64_t v, blk_op op) {
-  if (!p->posts) blk__proxy_misuse(p, "all-reduce posted where it is not allowed");
+  if (!p->posts)
+    blk__proxy_misuse(p, "all-reduce posted outside blk_master_foreach (post it in a foreach)");
   return blk__values_post(p->posts, type, op, f, v);
 }
 

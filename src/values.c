@@ -43,7 +43,10 @@ static void combine_item(blk__value *acc, const blk__value *in) {
     acc->v.f64 = op == BLK_OP_SUM ? a + b : op == BLK_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
   } else {
     int64_t a = acc->v.i64, b = in->v.i64;
-    acc->v.i64 = op == BLK_OP_SUM ? a + b : op == BLK_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
+    /* A sum wraps modulo 2^64 (done in uint64_t: signed overflow is undefined). */
+    acc->v.i64 = op == BLK_OP_SUM   ? (int64_t)((uint64_t)a + (uint64_t)b)
+                 : op == BLK_OP_MIN ? (b < a ? b : a)
+                                    : (b > a ? b : a);
   }
 }
 

@@ -30,6 +30,11 @@
  * block itself included). contiguous picks the digit order: 1 takes the lowest digit
  * first (partners 1 apart, then k, k^2, ...: distance doubling), 0 the highest first
  * (partners d/k apart, then closer: distance halving).
+ *
+ * A block is a member of its own group, so the built-in patterns list it among its own
+ * in- and out-partners (a merge root receives its own partial sum; a swap block keeps
+ * its own piece). Sending to itself costs a buffer hand-over, no copy and no MPI; a
+ * callback that combines what it receives simply treats its own message like the others.
  */
 #ifndef BLK_PARTNERS_H
 #define BLK_PARTNERS_H

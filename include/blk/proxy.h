@@ -93,7 +93,9 @@ blk_buffer *blk_proxy_incoming(blk_proxy *p, int i);
 /* Operations of the value all-reduce. */
 typedef enum blk_op { BLK_OP_SUM = 0, BLK_OP_MIN = 1, BLK_OP_MAX = 2 } blk_op;
 
-/* Posts one value to an all-reduce over every block of every rank, to be
+/* Posts one value to an all-reduce over every block of every rank, in a
+ * blk_master_foreach callback (a reduction or all_to_all callback cannot post:
+ * run a foreach after it). An int64 sum wraps modulo 2^64. To be
  * completed by the next blk_master_exchange; the result is read in a later
  * callback with blk_proxy_result_* by the index of the post (0, 1, ... in the
  * order the callback posted them). Every block must post the same sequence of
