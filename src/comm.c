@@ -14,6 +14,7 @@
  * second latency (the payload message) but no copy of the payload.
  * Only the creating thread calls in; there is no locking.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "comm.h"
 
 /* MPICH declares MPI_Testall/Waitall with an access attribute that makes gcc
@@ -23,6 +24,7 @@
 #endif
 
 #include <limits.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +65,12 @@ struct blk__comm {
   unsigned char *scratch; /* header receive buffer, EAGER_BYTES + header */
 };
 
+/* The panic path. MPI_Abort makes the launcher kill every rank, and output
+ * not yet forwarded by the launcher is lost with them, so the message that
+ * says why gets a moment to travel first. */
 static void stop_all_ranks(void) {
+  struct timespec pause = {0, 200 * 1000 * 1000};
+  nanosleep(&pause, NULL);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
