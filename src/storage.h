@@ -1,0 +1,117 @@
+/*
+ * storage.h: where swapped-out blocks and queues go.
+ *
+ * A storage object keeps records: each one is a byte string (a block saved by
+ * the user's callback, or a queue) compressed with the codec, checksummed,
+ * and written either to one spill file of this process or, with no spill
+ * directory, kept compressed in memory. The master holds a blk__record per
+ * saved item, a plain value that says where the bytes are; it gives it back
+ * to read the item (blk__storage_get) and to free its space
+ * (blk__storage_release). Space freed in the file is reused by later puts,
+ * so the file does not grow without bound over many rounds of evict/load.
+ *
+ * Failure loses nothing: a put that fails changes nothing (the caller keeps
+ * its block in memory), and a get never hands back bytes that did not pass
+ * both checksums and the decoder.
+ *
+ * Threads: a storage object is used by one thread at a time (the master's
+ * driver thread); nothing in it is locked. Different storage objects may be
+ * used by different threads at once. No MPI: the caller passes its rank.
+ *
+ * Sizes and offsets are 64-bit throughout; a record may exceed 4 GiB.
+ */
+#ifndef BLK_STORAGE_H
+#define BLK_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blk/buffer.h"
+
+typedef struct blk__storage blk__storage;
+
+/* Where one saved item lives; a value the master keeps. Filled by a
+ * successful blk__storage_put, cleared by blk__storage_release. */
+typedef struct blk__record {
+  int64_t offset;  /* in the file, or -1 when kept in memory */
+  uint64_t stored; /* bytes on disk / in memory, header included */
+  uint64_t raw;    /* bytes before compression */
+  void *mem;       /* in-memory mode: the stored bytes (owned by the storage) */
+  int gid;
+} blk__record;
+
+typedef struct blk__storage_stats {
+  /* Successful puts and gets only; a failed call counts nothing. */
+  uint64_t records_written, records_read, bytes_raw_written, bytes_stored_written, bytes_raw_read,
+      bytes_stored_read;
+  /* Time spent in each step (CLOCK_MONOTONIC), of successful and failed calls. */
+  double seconds_compress, seconds_decompress, seconds_write, seconds_read;
+  /* The file's size (its logical end: every live record and free extent lies
+   * below it), the largest it has been, and the bytes inside it that are free
+   * for reuse. In memory mode: the bytes of live records held in memory, the
+   * peak of that, and 0. */
+  uint64_t file_bytes, file_bytes_peak, free_bytes;
+} blk__storage_stats;
+
+/* Creates a storage. dir == NULL keeps records compressed in memory.
+ * Otherwise creates one spill file for this process inside `dir`, named
+ * "<dir>/blk-r<rank>-<random>.spill" and created exclusively (O_EXCL), so
+ * concurrent jobs and ranks never clash, opened O_RDWR | O_CLOEXEC, mode
+ * 0600. `level` is the zstd level for the codec.
+ * @return : 0; BLK_EIO naming `dir` and the reason when it does not exist,
+ *           is not a directory or the file cannot be created in it (checked
+ *           here, not at the first write); BLK_ENOMEM; or the codec's error.
+ *           On failure *out is NULL and nothing is left behind. */
+int blk__storage_create(blk__storage **out, const char *dir, int rank, int level);
+
+/* Closes and removes the spill file and frees every record still held in
+ * memory (records of this storage are invalid afterwards). NULL does
+ * nothing. A file already gone (its directory removed mid-run) is not an
+ * error; another failure to remove it is logged as a warning. */
+void blk__storage_destroy(blk__storage *s);
+
+/* Encodes raw[0, n) (byte-shuffled for elements of `elem_size` bytes, 0 for
+ * none), writes one record (header + encoded bytes) tagged with gid and
+ * `kind` (the caller's label: block, queue, ...), and fills *rec. `raw` may
+ * be NULL when n == 0. Reuses freed space first (first fit); the file grows
+ * only when no free extent is large enough.
+ * @return : 0; BLK_EIO (ENOSPC, EFBIG, EIO, ...) with a detail naming the
+ *           byte count, the gid, the file and strerror; BLK_ENOMEM; or the
+ *           codec's error. On any failure nothing changes: *rec is untouched,
+ *           the space goes back to the free list, the statistics count
+ *           nothing written. */
+int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
+                     size_t elem_size, blk__record *rec);
+
+/* Reads, verifies and decodes the record into `out`: out is cleared, then
+ * holds exactly rec->raw bytes (its read position at 0).
+ * @return : 0; BLK_ECORRUPT naming the gid, the file and the offset for a
+ *           header or data checksum mismatch, a bad magic or version, a
+ *           header that disagrees with *rec (gid, sizes, offset), a file that
+ *           ends before the record does, or data the decoder rejects;
+ *           BLK_EIO for a failed read (the path and strerror); BLK_ENOMEM.
+ *           On failure `out` is left empty: no garbage is ever returned. */
+int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out);
+
+/* Gives the record's space back for reuse (coalescing it with adjacent free
+ * space; free space at the end of the file is cut off), and clears *rec so
+ * releasing it again does nothing. Releasing space that is already free, or
+ * lies outside the file, is a caller's bug and stops the program. */
+void blk__storage_release(blk__storage *s, blk__record *rec);
+
+/* Copies the statistics so far into *out. */
+void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out);
+
+/* The spill file's path, or "" in memory mode. Valid until destroy. */
+const char *blk__storage_path(const blk__storage *s);
+
+/* For tests only: moves the end of the spill file `bytes` further (rounded
+ * up to the 64-byte extent size) without writing anything, leaving a hole
+ * that is never reused or released; later records land past it and the file
+ * is sparse. This is how offsets past 4 GiB are tested without writing
+ * gigabytes.
+ * @return : 0; BLK_EINVAL in memory mode; BLK_EIO (EFBIG) when the end would
+ *           pass the largest offset a file can have. */
+int blk__storage_test_hole(blk__storage *s, uint64_t bytes);
+
+#endif
