@@ -24,6 +24,7 @@
 #include "blk/partners.h"
 #include "blk/reduce.h"
 #include "master_state.h"
+#include "reduce_run.h"
 
 typedef struct item_header {
   int32_t src, dst;
@@ -210,6 +211,13 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
   return rc;
 }
 
+/* The user's callbacks, and so the block, only run in the first and last
+ * rounds; out-of-core, the forwarding rounds leave the block where it is. */
+static int needs_block(int round, void *user) {
+  const a2a *s = user;
+  return round == 0 || round == s->rounds;
+}
+
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user) {
   if (!a || !send_fn || !receive_fn)
@@ -227,7 +235,7 @@ int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
     goto exit;
   }
   for (int i = 0; i < m->nblocks; i++) blk__gid_map_init(&s.blocks[i].index);
-  rc = blk_reduce(m, a, p, a2a_round, &s);
+  rc = blk__reduce_run(m, a, p, a2a_round, &s, needs_block);
 exit:
   if (s.blocks)
     for (int i = 0; i < m->nblocks; i++) {

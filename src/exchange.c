@@ -44,10 +44,13 @@ static void route_exchange(blk_master *m, const blk__msg *msg, blk_buffer *paylo
         "exchange %d: gid %d sent to gid %d over a link that gid %d has no link back for "
         "(links must be symmetric)",
         m->epoch, msg->src_gid, msg->dst_gid, msg->dst_gid);
-  if (dst->in[slot].size)
+  if (dst->in[slot].size || dst->in_rec[slot].stored)
     blk__panic("exchange %d: gid %d received two messages from gid %d on link %d", m->epoch,
                msg->dst_gid, msg->src_gid, slot);
   blk_buffer_swap(&dst->in[slot], payload);
+  /* Out-of-core: a large queue for a block that is out goes out too (if the
+   * write fails it stays in memory; the block loses nothing). */
+  if (!dst->resident) blk__budget_spill_queue(m, dst->gid, &dst->in[slot], &dst->in_rec[slot]);
 }
 
 /* Combines the values posted by this rank's blocks; a block that posted a
@@ -91,20 +94,28 @@ static int nbx_done(blk_master *m, void *ctx) {
 }
 
 int blk_master_exchange(blk_master *m) {
-  int rc = BLK_OK;
+  int rc = BLK_OK, io = BLK_OK;
   int me = blk__comm_rank(m->comm);
   nbx x = {0};
   x.request = MPI_REQUEST_NULL;
   combine_posts(m, &x.local);
 
   for (int i = 0; i < m->nblocks; i++)
-    for (int l = 0; l < m->blocks[i].nlinks; l++) blk_buffer_clear(&m->blocks[i].in[l]);
+    for (int l = 0; l < m->blocks[i].nlinks; l++) {
+      blk_buffer_clear(&m->blocks[i].in[l]);
+      blk__budget_drop_queue(m, &m->blocks[i].in_rec[l]);
+    }
   blk__master_begin(m, route_exchange, NULL);
 
   for (int i = 0; i < m->nblocks; i++) {
     blk__block *b = &m->blocks[i];
     for (int l = 0; l < b->nlinks; l++) {
       blk_buffer *out = &b->out[l];
+      int qrc = blk__budget_restore_queue(m, out, &b->out_rec[l]);
+      if (qrc) { /* keep going, or the other ranks would wait: report it at the end */
+        if (!io) io = qrc;
+        continue;
+      }
       if (out->error)
         blk__panic("exchange %d: gid %d's queue to gid %d failed earlier (%s)", m->epoch, b->gid,
                    b->link_gids[l], blk_strerror(out->error));
@@ -129,7 +140,7 @@ int blk_master_exchange(blk_master *m) {
                      m->epoch);
   }
   m->results = x.global;
-  return BLK_OK;
+  return io;
 }
 
 double blk_master_result_f64(const blk_master *m, int i) {

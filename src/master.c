@@ -14,6 +14,7 @@
 #include "backoff.h"
 #include "logger.h"
 #include "master_state.h"
+#include "schedule.h"
 
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg) {
   static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
@@ -49,6 +50,7 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
   if ((rc = blk__comm_create(&m->comm, comm))) goto fail;
   if ((rc = blk__pool_create(&m->pool, cfg->threads))) goto fail;
   if ((rc = blk__values_mpi_create(&m->values_mpi))) goto fail;
+  if ((rc = blk__budget_init(&m->budget, cfg, blk__comm_rank(m->comm)))) goto fail;
   blk__log_set_rank(blk__comm_rank(m->comm));
   *out = m;
   return BLK_OK;
@@ -58,13 +60,15 @@ fail:
 }
 
 static void free_block(blk_master *m, blk__block *b) {
-  if (b->data && m->cfg.destroy) m->cfg.destroy(b->data, b->gid, m->cfg.user);
+  if (b->resident && b->data && m->cfg.destroy) m->cfg.destroy(b->data, b->gid, m->cfg.user);
   for (int i = 0; i < b->nlinks; i++) {
     if (b->in) blk_buffer_free(&b->in[i]);
     if (b->out) blk_buffer_free(&b->out[i]);
   }
   free(b->in);
   free(b->out);
+  free(b->in_rec);
+  free(b->out_rec);
   free(b->links);
   free(b->link_gids);
   free(b->keys);
@@ -72,11 +76,13 @@ static void free_block(blk_master *m, blk__block *b) {
 
 void blk_master_destroy(blk_master *m) {
   if (!m) return;
+  if (blk__budget_active(&m->budget)) blk_master_stats_log(m);
   for (int i = 0; i < m->nblocks; i++) free_block(m, &m->blocks[i]);
   free(m->blocks);
   for (size_t i = 0; i < m->nstash; i++) blk_buffer_free(&m->stash[i].payload);
   free(m->stash);
   blk__gid_map_free(&m->lids);
+  blk__budget_free(&m->budget); /* removes the spill file */
   blk__pool_destroy(m->pool);
   blk__values_mpi_free(&m->values_mpi);
   blk__comm_destroy(m->comm);
@@ -104,7 +110,7 @@ int blk_master_gid(const blk_master *m, int lid) {
 }
 
 void *blk_master_block(const blk_master *m, int lid) {
-  return lid >= 0 && lid < m->nblocks ? m->blocks[lid].data : NULL;
+  return lid >= 0 && lid < m->nblocks && m->blocks[lid].resident ? m->blocks[lid].data : NULL;
 }
 
 int blk_master_lid(const blk_master *m, int gid) {
@@ -148,7 +154,9 @@ static int set_links(blk_master *m, blk__block *b, const blk_link *links, int nl
   b->keys = malloc(n * sizeof *b->keys);
   b->in = calloc(n, sizeof *b->in);
   b->out = calloc(n, sizeof *b->out);
-  if (!b->links || !b->link_gids || !b->keys || !b->in || !b->out)
+  b->in_rec = calloc(n, sizeof *b->in_rec);
+  b->out_rec = calloc(n, sizeof *b->out_rec);
+  if (!b->links || !b->link_gids || !b->keys || !b->in || !b->out || !b->in_rec || !b->out_rec)
     return blk__fail(BLK_ENOMEM, "master: no memory for %d links of block %d", nlinks, b->gid);
   memcpy(b->links, links, n * sizeof *links);
   for (int i = 0; i < nlinks; i++) {
@@ -189,7 +197,9 @@ int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, i
   }
   b->data = block;
   m->nblocks++;
-  return BLK_OK;
+  /* Out-of-core, adding may push an older block out; if that write fails the
+   * block stays in memory and the error says why. */
+  return blk__budget_added(m, m->nblocks - 1);
 }
 
 int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assigner *a) {
@@ -235,7 +245,8 @@ exit:
   return rc;
 }
 
-/* foreach: one task per local block. */
+/* foreach: one task per local block, through the scheduler so that
+ * out-of-core blocks are loaded (and others evicted) around their turn. */
 typedef struct foreach_ctx {
   blk_master *m;
   blk_foreach_fn fn;
@@ -243,13 +254,19 @@ typedef struct foreach_ctx {
   int *codes; /* per block: the callback's return */
 } foreach_ctx;
 
-static void foreach_one(size_t lid, void *arg) {
-  foreach_ctx *f = arg;
-  blk__block *b = &f->m->blocks[lid];
+typedef struct foreach_arg {
+  foreach_ctx *f;
+  int lid;
+} foreach_arg;
+
+static void foreach_one(void *arg) {
+  foreach_arg *a = arg;
+  blk_master *m = a->f->m;
+  blk__block *b = &m->blocks[a->lid];
   blk_proxy p = {
-      .master = f->m,
+      .master = m,
       .gid = b->gid,
-      .round = f->m->epoch,
+      .round = m->epoch,
       .phase = "foreach",
       .nin = b->nlinks,
       .nout = b->nlinks,
@@ -259,24 +276,94 @@ static void foreach_one(size_t lid, void *arg) {
       .in = b->in,
       .out = b->out,
       .posts = &b->posts,
-      .results = &f->m->results,
+      .results = &m->results,
   };
-  f->codes[lid] = f->fn(b->data, &p, f->user);
+  a->f->codes[a->lid] = a->f->fn(b->data, &p, a->f->user);
 }
 
 int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
   if (!fn) return blk__fail(BLK_EINVAL, "master: foreach: the callback is NULL");
   if (m->nblocks == 0) return BLK_OK;
-  foreach_ctx f = {m, fn, user, calloc((size_t)m->nblocks, sizeof(int))};
-  if (!f.codes) return blk__fail(BLK_ENOMEM, "master: foreach: no memory");
-  blk__pool_parallel_for(m->pool, (size_t)m->nblocks, foreach_one, &f);
-  int rc = BLK_OK;
+  size_t n = (size_t)m->nblocks;
+  foreach_ctx f = {m, fn, user, calloc(n, sizeof(int))};
+  foreach_arg *args = malloc(n * sizeof *args);
+  void **argp = malloc(n * sizeof *argp);
+  blk__sched s;
+  int rc = BLK_OK, sched = 0, lids[64], ran[64];
+  if (!f.codes || !args || !argp) {
+    rc = blk__fail(BLK_ENOMEM, "master: foreach: no memory for %d blocks", m->nblocks);
+    goto exit;
+  }
+  for (int i = 0; i < m->nblocks; i++) {
+    args[i] = (foreach_arg){&f, i};
+    argp[i] = &args[i];
+  }
+  if ((rc = blk__sched_init(&s, m, foreach_one, NULL, argp))) goto exit;
+  sched = 1;
+  for (int i = 0; i < m->nblocks; i++) blk__sched_ready(&s, i, 1);
+  int left = m->nblocks;
+  while (left > 0) {
+    if ((rc = blk__sched_pump(&s))) break;
+    size_t got = blk__sched_collect(&s, lids, ran, 64, -1);
+    left -= (int)got;
+  }
+  if (!rc) rc = s.error;
   for (int i = 0; i < m->nblocks && !rc; i++)
     if (f.codes[i])
       rc = blk__fail(BLK_ECALLBACK, "master: foreach: the callback returned %d (%s) for gid %d",
                      f.codes[i], blk_strerror(f.codes[i]), m->blocks[i].gid);
+exit:
+  if (sched) {
+    /* An error from the pool can leave tasks running on these arguments. */
+    while (blk__sched_busy(&s)) blk__sched_collect(&s, lids, ran, 64, -1);
+    blk__sched_free(&s);
+  }
+  free(argp);
+  free(args);
   free(f.codes);
   return rc;
+}
+
+void blk_master_stats_get(const blk_master *m, blk_master_stats *out) {
+  memset(out, 0, sizeof *out);
+  const blk__budget *b = &m->budget;
+  out->blocks_in_memory = b->resident;
+  out->blocks_in_memory_peak = b->resident_peak > b->resident ? b->resident_peak : b->resident;
+  out->loads = b->loads;
+  out->evictions = b->evictions;
+  out->queues_spilled = b->queues_spilled;
+  out->queues_restored = b->queues_restored;
+  if (!b->storage) return;
+  blk__storage_stats st;
+  blk__storage_stats_get(b->storage, &st);
+  out->records_written = st.records_written;
+  out->records_read = st.records_read;
+  out->bytes_raw_written = st.bytes_raw_written;
+  out->bytes_stored_written = st.bytes_stored_written;
+  out->bytes_raw_read = st.bytes_raw_read;
+  out->bytes_stored_read = st.bytes_stored_read;
+  out->seconds_compress = st.seconds_compress;
+  out->seconds_decompress = st.seconds_decompress;
+  out->seconds_write = st.seconds_write;
+  out->seconds_read = st.seconds_read;
+  out->spill_file_bytes = st.file_bytes;
+  out->spill_file_bytes_peak = st.file_bytes_peak;
+}
+
+void blk_master_stats_log(const blk_master *m) {
+  blk_master_stats st;
+  blk_master_stats_get(m, &st);
+  double ratio = st.bytes_stored_written ? (double)st.bytes_raw_written / (double)st.bytes_stored_written : 0.0;
+  blk_log(BLK_LOG_INFO,
+          "out-of-core: %d blocks in memory (peak %d), %llu loads, %llu evictions, %llu queues "
+          "spilled; wrote %llu bytes as %llu (ratio %.2f), read %llu; compress %.3f s, "
+          "decompress %.3f s, write %.3f s, read %.3f s; spill file %llu bytes (peak %llu)",
+          st.blocks_in_memory, st.blocks_in_memory_peak, (unsigned long long)st.loads,
+          (unsigned long long)st.evictions, (unsigned long long)st.queues_spilled,
+          (unsigned long long)st.bytes_raw_written, (unsigned long long)st.bytes_stored_written,
+          ratio, (unsigned long long)st.bytes_raw_read, st.seconds_compress, st.seconds_decompress,
+          st.seconds_write, st.seconds_read, (unsigned long long)st.spill_file_bytes,
+          (unsigned long long)st.spill_file_bytes_peak);
 }
 
 /* Delivery: messages of the running epoch go to its router, later ones wait

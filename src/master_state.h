@@ -11,6 +11,7 @@
 #define BLK_MASTER_STATE_H
 
 #include "blk/master.h"
+#include "budget.h"
 #include "comm.h"
 #include "fail.h"
 #include "gid_map.h"
@@ -34,6 +35,14 @@ typedef struct blk__block {
   blk_buffer *in;  /* one per link: delivered by the last exchange */
   blk_buffer *out; /* one per link: enqueued for the next exchange */
   blk__values posts;
+  /* Out-of-core (budget.c): data is valid iff resident; otherwise the block
+   * is in rec. A queue whose record has stored > 0 is in storage. */
+  int resident;
+  int pins; /* tasks using the block now */
+  uint64_t last_use;
+  size_t bytes;
+  blk__record rec;
+  blk__record *in_rec, *out_rec;
 } blk__block;
 
 typedef struct blk__stashed {
@@ -58,6 +67,7 @@ struct blk_master {
   size_t nstash, cap_stash;
   blk__values results; /* of the last exchange */
   blk__values_mpi values_mpi;
+  blk__budget budget;
 };
 
 struct blk_proxy {

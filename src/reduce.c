@@ -26,11 +26,14 @@
 #include "backoff.h"
 #include "blk/reduce.h"
 #include "master_state.h"
+#include "reduce_run.h"
+#include "schedule.h"
 
 typedef struct pending_msg {
   int round;
   int src;
   blk_buffer payload;
+  blk__record rec; /* out-of-core: the payload, when spilled */
 } pending_msg;
 
 struct rstate;
@@ -38,12 +41,13 @@ struct rstate;
 typedef struct rblock {
   struct rstate *s;
   int lid, gid;
-  int round;   /* the round it is waiting for or running; R+1 when finished */
-  int running; /* handed to the pool */
-  int ready;   /* in the ready list */
+  int round; /* the round it is waiting for or running; R+1 when finished */
+  int busy;  /* handed to the scheduler, until finish() */
+  int with_block; /* this round's callback gets the block (it is pinned) */
   int nin, nout, cap_in, cap_out;
   int *in_gids, *out_gids;
   blk_buffer *in, *out;
+  blk__record *in_rec; /* out-of-core: in queues spilled while the block is out */
   unsigned char *filled;
   int arrived;
   pending_msg *pending;
@@ -59,10 +63,10 @@ typedef struct rstate {
   blk_reduce_fn fn;
   void *user;
   int rounds; /* R: callbacks run in rounds 0..R */
+  int (*needs_block)(int round, void *user); /* NULL: every round */
   rblock *rb;
   int nblocks, finished;
-  int *ready;
-  int nready;
+  blk__sched sched;
   int fail_gid, fail_round, fail_code;
 } rstate;
 
@@ -83,6 +87,7 @@ static void size_queues(rblock *b, int nin, int nout) {
     rc = resize((void **)&b->in_gids, b->cap_in, ncap, sizeof(int));
     if (!rc) rc = resize((void **)&b->in, b->cap_in, ncap, sizeof(blk_buffer));
     if (!rc) rc = resize((void **)&b->filled, b->cap_in, ncap, 1);
+    if (!rc) rc = resize((void **)&b->in_rec, b->cap_in, ncap, sizeof(blk__record));
     if (!rc) b->cap_in = ncap;
   }
   if (!rc && nout > b->cap_out) {
@@ -95,9 +100,17 @@ static void size_queues(rblock *b, int nin, int nout) {
 }
 
 static void mark_ready(rstate *s, rblock *b) {
-  if (b->ready || b->running || b->arrived < b->nin || b->round > s->rounds) return;
-  b->ready = 1;
-  s->ready[s->nready++] = b->lid;
+  if (b->busy || b->arrived < b->nin || b->round > s->rounds) return;
+  b->busy = 1;
+  b->with_block = !s->needs_block || s->needs_block(b->round, s->user);
+  blk__sched_ready(&s->sched, b->lid, b->with_block);
+}
+
+/* A message for a block that is swapped out goes to storage too, if large,
+ * so an out-of-core reduction does not run out of memory through its
+ * messages. A failed write just keeps it in memory. */
+static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
+  if (!b->busy && !blk__budget_resident(s->m, b->lid)) blk__budget_spill_queue(s->m, b->gid, q, rec);
 }
 
 static int slot_of(const rblock *b, int src) {
@@ -117,6 +130,7 @@ static void fill(rstate *s, rblock *b, int src, blk_buffer *payload) {
   blk_buffer_swap(&b->in[i], payload);
   b->filled[i] = 1;
   b->arrived++;
+  spill_if_out(s, b, &b->in[i], &b->in_rec[i]);
   mark_ready(s, b);
 }
 
@@ -142,6 +156,7 @@ static void advance(rstate *s, rblock *b, int round) {
   b->nout = blk_partners_out(s->p, round, b->gid, b->out_gids, nout);
   for (int i = 0; i < b->nin; i++) {
     blk_buffer_clear(&b->in[i]);
+    blk__budget_drop_queue(s->m, &b->in_rec[i]);
     b->filled[i] = 0;
   }
   for (int i = 0; i < b->nout; i++) blk_buffer_clear(&b->out[i]);
@@ -150,7 +165,12 @@ static void advance(rstate *s, rblock *b, int round) {
   for (size_t i = 0; i < b->npending; i++) {
     pending_msg *pm = &b->pending[i];
     if (pm->round == round) {
+      int slot = slot_of(b, pm->src);
       fill(s, b, pm->src, &pm->payload);
+      if (pm->rec.stored) { /* still in storage: the slot takes the record */
+        blk__budget_drop_queue(s->m, &b->in_rec[slot]);
+        b->in_rec[slot] = pm->rec;
+      }
       blk_buffer_free(&pm->payload);
     } else {
       b->pending[kept++] = *pm;
@@ -166,7 +186,7 @@ static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *
     blk__panic("reduce %d: rank %d got a message from gid %d for gid %d, which it does not own",
                s->m->epoch, blk__comm_rank(s->m->comm), src_gid, dst_gid);
   rblock *b = &s->rb[lid];
-  if (round == b->round && !b->running) {
+  if (round == b->round && !b->busy) {
     fill(s, b, src_gid, payload);
     return;
   }
@@ -183,8 +203,10 @@ static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *
   pending_msg *pm = &b->pending[b->npending++];
   pm->round = round;
   pm->src = src_gid;
+  memset(&pm->rec, 0, sizeof pm->rec);
   blk_buffer_init(&pm->payload);
   blk_buffer_swap(&pm->payload, payload);
+  spill_if_out(s, b, &pm->payload, &pm->rec);
 }
 
 static void route_reduce(blk_master *m, const blk__msg *msg, blk_buffer *payload, void *ctx) {
@@ -194,12 +216,18 @@ static void route_reduce(blk_master *m, const blk__msg *msg, blk_buffer *payload
 
 static void run_block(void *arg) {
   rblock *b = arg;
-  b->code = b->s->fn(b->s->m->blocks[b->lid].data, &b->proxy, b->s->user);
+  void *block = b->with_block ? b->s->m->blocks[b->lid].data : NULL;
+  b->code = b->s->fn(block, &b->proxy, b->s->user);
 }
 
-static int submit(rstate *s, rblock *b) {
-  b->ready = 0;
-  b->running = 1;
+/* On the driver, just before the task runs: spilled inputs come back. */
+static int prepare(void *arg) {
+  rblock *b = arg;
+  rstate *s = b->s;
+  for (int i = 0; i < b->nin; i++) {
+    int rc = blk__budget_restore_queue(s->m, &b->in[i], &b->in_rec[i]);
+    if (rc) return rc;
+  }
   b->proxy = (blk_proxy){
       .master = s->m,
       .gid = b->gid,
@@ -214,12 +242,14 @@ static int submit(rstate *s, rblock *b) {
       .posts = NULL,
       .results = NULL,
   };
-  return blk__pool_submit(s->m->pool, run_block, b);
+  return BLK_OK;
 }
 
-/* After the callback: send the out queues and move on. */
-static int finish(rstate *s, rblock *b) {
-  b->running = 0;
+/* After the callback (or instead of it, when the block could not be
+ * loaded: its out queues are then empty): send the out queues, move on. */
+static int finish(rstate *s, rblock *b, int ran) {
+  b->busy = 0;
+  if (!ran) b->code = BLK_OK; /* the scheduler holds the load error */
   if (b->code && !s->fail_code) {
     s->fail_code = b->code;
     s->fail_gid = b->gid;
@@ -266,22 +296,29 @@ static int check_setup(const blk_master *m, const blk_assigner *a, const blk_par
 static void free_state(rstate *s) {
   for (int i = 0; i < s->nblocks; i++) {
     rblock *b = &s->rb[i];
-    for (int j = 0; j < b->cap_in; j++) blk_buffer_free(&b->in[j]);
+    for (int j = 0; j < b->cap_in; j++) {
+      blk_buffer_free(&b->in[j]);
+      blk__budget_drop_queue(s->m, &b->in_rec[j]);
+    }
     for (int j = 0; j < b->cap_out; j++) blk_buffer_free(&b->out[j]);
-    for (size_t j = 0; j < b->npending; j++) blk_buffer_free(&b->pending[j].payload);
+    for (size_t j = 0; j < b->npending; j++) {
+      blk_buffer_free(&b->pending[j].payload);
+      blk__budget_drop_queue(s->m, &b->pending[j].rec);
+    }
     free(b->in_gids);
     free(b->out_gids);
     free(b->in);
     free(b->out);
     free(b->filled);
+    free(b->in_rec);
     free(b->pending);
   }
   free(s->rb);
-  free(s->ready);
+  blk__sched_free(&s->sched);
 }
 
-int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
-               void *user) {
+int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                    void *user, int (*needs_block)(int round, void *user)) {
   if (!fn || !a || !p)
     return blk__fail(BLK_EINVAL, "reduce: the callback, assigner or partners is NULL");
   int rc = check_setup(m, a, p);
@@ -294,11 +331,14 @@ int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_
   if (rc) return rc;
   if (any_bad) return blk__fail(BLK_EINVAL, "reduce: another rank found its setup invalid");
 
-  rstate s = {.m = m, .a = a, .p = p, .fn = fn, .user = user, .nblocks = m->nblocks};
+  rstate s = {.m = m, .a = a, .p = p, .fn = fn, .user = user, .needs_block = needs_block,
+              .nblocks = m->nblocks};
   s.rounds = blk_partners_rounds(p);
-  s.rb = calloc((size_t)(m->nblocks ? m->nblocks : 1), sizeof *s.rb);
-  s.ready = malloc((size_t)(m->nblocks ? m->nblocks : 1) * sizeof *s.ready);
-  if (!s.rb || !s.ready) {
+  size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
+  s.rb = calloc(n, sizeof *s.rb);
+  void **args = malloc(n * sizeof *args);
+  if (!s.rb || !args) {
+    free(args);
     free_state(&s);
     return blk__fail(BLK_ENOMEM, "reduce: no memory for %d blocks", m->nblocks);
   }
@@ -307,37 +347,47 @@ int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_
     s.rb[i].lid = i;
     s.rb[i].gid = m->blocks[i].gid;
     s.rb[i].round = -1;
+    args[i] = &s.rb[i];
+  }
+  if ((rc = blk__sched_init(&s.sched, m, run_block, prepare, args))) {
+    free(args);
+    free_state(&s);
+    return rc;
   }
   blk__master_begin(m, route_reduce, &s);
   for (int i = 0; i < m->nblocks; i++) advance(&s, &s.rb[i], 0);
 
   blk__backoff wait = {0};
-  void *done[64];
+  int lids[64], ran[64];
   while (s.finished < s.nblocks) {
+    if ((rc = blk__sched_pump(&s.sched))) break;
     int progressed = 0;
-    for (int i = 0; i < s.nready && !rc; i++) rc = submit(&s, &s.rb[s.ready[i]]);
-    if (s.nready) progressed = 1;
-    s.nready = 0;
-    if (rc) break;
     if ((rc = blk__comm_progress(m->comm, blk__master_deliver, m, 1, &progressed))) break;
-    long timeout = 0;
-    if (!progressed && blk__pool_outstanding(m->pool)) timeout = 50000; /* sleep on the pool */
-    size_t n = blk__pool_collect(m->pool, done, 64, timeout);
-    for (size_t i = 0; i < n && !rc; i++) rc = finish(&s, done[i]);
+    /* With callbacks running, sleep on the pool (a finished task wakes us);
+     * otherwise poll MPI with backoff. */
+    long timeout = !progressed && s.sched.running ? 50000 : 0;
+    size_t got = blk__sched_collect(&s.sched, lids, ran, 64, timeout);
+    for (size_t i = 0; i < got && !rc; i++) rc = finish(&s, &s.rb[lids[i]], ran[i]);
     if (rc) break;
-    if (progressed || n)
+    if (progressed || got)
       blk__backoff_reset(&wait);
-    else if (!blk__pool_outstanding(m->pool))
+    else if (!s.sched.running)
       blk__backoff_idle(&wait);
   }
-  if (rc) {
-    /* Callbacks still running point into this state: let them end first. */
-    while (blk__pool_outstanding(m->pool)) blk__pool_collect(m->pool, done, 64, -1);
-  }
+  /* After an error, callbacks still running point into this state. */
+  while (blk__sched_busy(&s.sched)) blk__sched_collect(&s.sched, lids, ran, 64, -1);
   m->route = NULL;
+  int io = s.sched.error;
+  free(args);
   free_state(&s);
+  if (!rc) rc = io;
   if (!rc && s.fail_code)
     rc = blk__fail(BLK_ECALLBACK, "reduce: the callback returned %d (%s) for gid %d in round %d",
                    s.fail_code, blk_strerror(s.fail_code), s.fail_gid, s.fail_round);
   return rc;
+}
+
+int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+               void *user) {
+  return blk__reduce_run(m, a, p, fn, user, NULL);
 }

@@ -93,4 +93,22 @@ static inline void check_stop(void) {
                   (text));                                                                    \
   } while (0)
 
+/* Out-of-core: the master never held more blocks than its budget, and with
+ * more local blocks than the budget it really swapped. Include blk.h first. */
+#ifdef BLK_MASTER_H
+static inline void check_budget(const blk_master *m, int mem_blocks) {
+  blk_master_stats st;
+  blk_master_stats_get(m, &st);
+  if (mem_blocks <= 0) {
+    CHECK_EQ_INT(st.evictions, 0);
+    return;
+  }
+  CHECK_MSG(st.blocks_in_memory_peak <= mem_blocks, "peak %d blocks in memory, budget %d",
+            st.blocks_in_memory_peak, mem_blocks);
+  if (blk_master_local_count(m) > mem_blocks)
+    CHECK_MSG(st.evictions > 0 && st.loads > 0, "%d blocks, budget %d, but %llu evictions",
+              blk_master_local_count(m), mem_blocks, (unsigned long long)st.evictions);
+}
+#endif
+
 #endif

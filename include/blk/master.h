@@ -19,6 +19,8 @@
 #define BLK_MASTER_H
 
 #include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "blk/assigner.h"
 #include "blk/buffer.h"
@@ -44,21 +46,44 @@ typedef int (*blk_block_save_fn)(blk_buffer *out, const void *block, int gid, vo
 /* Fills a block fresh from create with what save wrote. */
 typedef int (*blk_block_load_fn)(void *block, blk_buffer *in, int gid, void *user);
 
-/* Optional settings; start from BLK_MASTER_CONFIG_INIT and change fields. */
+/* Bytes a block holds in memory, for a byte budget (cfg.mem_bytes). */
+typedef size_t (*blk_block_size_fn)(const void *block, int gid, void *user);
+
+/* Optional settings; start from BLK_MASTER_CONFIG_INIT and change fields.
+ *
+ * Out-of-core: set mem_blocks (and/or mem_bytes) and blk keeps at most that
+ * many blocks in memory, swapping the others out to zstd-compressed,
+ * checksummed records in a spill file per rank under spill_dir (or, with
+ * spill_in_memory, compressed in memory) and back when their turn comes. The
+ * same program runs in-core and out-of-core; only memory use differs. It
+ * needs create, destroy, save and load (docs/out-of-core.md). */
 typedef struct blk_master_config {
   int threads;                  /* callbacks at once; 1 runs them on the caller */
-  blk_block_create_fn create;   /* needed by blk_master_decompose */
+  blk_block_create_fn create;   /* needed by blk_master_decompose and out-of-core */
   blk_block_destroy_fn destroy; /* NULL: blk never frees blocks (caller owns them) */
   blk_block_save_fn save;       /* out-of-core only */
   blk_block_load_fn load;       /* out-of-core only */
   void *user;                   /* passed to every block callback */
+  int mem_blocks;               /* most blocks in memory at once; 0: no limit */
+  size_t mem_bytes;             /* most bytes of blocks in memory (needs size); 0: no limit */
+  blk_block_size_fn size;       /* a block's bytes, for mem_bytes */
+  const char *spill_dir;        /* directory for spill files; NULL: $TMPDIR or /tmp */
+  int spill_in_memory;          /* keep swapped-out blocks compressed in memory instead */
+  int compression_level;        /* zstd level for swapped-out data */
+  size_t shuffle;               /* byte-shuffle element size (4: float, 8: double); 0: off */
+  size_t queue_spill_bytes;     /* queues at least this large go out with their block */
 } blk_master_config;
 
+/* The defaults: 1 thread, in-core; out-of-core settings from the measurements
+ * in docs/out-of-core.md (zstd level 1, 4-byte shuffle, queues from 4 KiB). */
 #define BLK_MASTER_CONFIG_INIT \
-  { 1, NULL, NULL, NULL, NULL, NULL }
+  {1, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 1, 4, 4096}
 
 /* Creates a master on a duplicate of comm. cfg may be NULL for defaults.
- * Errors: BLK_EINVAL (threads < 1, comm is MPI_COMM_NULL), BLK_ETHREADLEVEL
+ * Errors: BLK_EINVAL (threads < 1, comm is MPI_COMM_NULL, a budget without
+ * the create/destroy/save/load callbacks or mem_bytes without size),
+ * BLK_EIO (the spill directory does not exist or is not writable; the
+ * detail names it), BLK_ETHREADLEVEL
  * (threads > 1 but MPI was initialised with less than MPI_THREAD_FUNNELED),
  * BLK_EMPI, BLK_ENOMEM. Collective over comm (it duplicates it). */
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg);
@@ -89,7 +114,9 @@ int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, i
 int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assigner *a);
 
 /* Number of local blocks; gid and block of local index lid (0..count-1,
- * in the order they were added); the lid of a gid, or -1. */
+ * in the order they were added); the lid of a gid, or -1. Out-of-core,
+ * blk_master_block returns NULL for a block that is swapped out: use
+ * blk_master_foreach to work on blocks. */
 int blk_master_local_count(const blk_master *m);
 int blk_master_gid(const blk_master *m, int lid);
 void *blk_master_block(const blk_master *m, int lid);
@@ -124,6 +151,26 @@ int blk_master_exchange(blk_master *m);
 int blk_master_result_count(const blk_master *m);
 double blk_master_result_f64(const blk_master *m, int i);
 int64_t blk_master_result_i64(const blk_master *m, int i);
+
+/* What out-of-core storage has done so far on this rank. */
+typedef struct blk_master_stats {
+  int blocks_in_memory;        /* now */
+  int blocks_in_memory_peak;   /* the most at any time */
+  uint64_t loads, evictions;   /* blocks read back, blocks written out */
+  uint64_t queues_spilled, queues_restored;
+  uint64_t records_written, records_read;
+  uint64_t bytes_raw_written, bytes_stored_written; /* before and after compression */
+  uint64_t bytes_raw_read, bytes_stored_read;
+  double seconds_compress, seconds_decompress, seconds_write, seconds_read;
+  uint64_t spill_file_bytes, spill_file_bytes_peak;
+} blk_master_stats;
+
+/* Fills *out with this rank's figures (all 0 but the block counts in-core).
+ * Any time on the master's thread. */
+void blk_master_stats_get(const blk_master *m, blk_master_stats *out);
+
+/* Logs the figures at info level, one line per rank. */
+void blk_master_stats_log(const blk_master *m);
 
 /* Number of exchanges and reductions run so far (the "round" a panic
  * message names for an exchange). */

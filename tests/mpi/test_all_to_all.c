@@ -46,6 +46,20 @@ static void destroy(void *b, int gid, void *user) {
   free(b);
 }
 
+/* Out-of-core: the block is its gid. */
+static int save(blk_buffer *out, const void *b, int gid, void *user) {
+  (void)user;
+  CHECK_EQ_INT(*(const int *)b, gid);
+  return blk_buffer_write_i32(out, *(const int *)b);
+}
+
+static int load(void *b, blk_buffer *in, int gid, void *user) {
+  (void)user;
+  blk_buffer_read_i32(in, (int32_t *)b);
+  CHECK_EQ_INT(*(int *)b, gid);
+  return blk_buffer_error(in);
+}
+
 static int send(void *block, blk_proxy *p, void *user) {
   ctx *c = user;
   int src = *(int *)block;
@@ -92,12 +106,14 @@ static int receive(void *block, blk_proxy *p, void *user) {
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int threads = 1, big = 0;
+  int threads = 1, big = 0, mem_blocks = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--big"))
       big = 1;
+    else if (!strcmp(argv[i], "--mem-blocks") && i + 1 < argc)
+      mem_blocks = atoi(argv[++i]);
     else
       CHECK_MSG(0, "unknown option %s", argv[i]);
   }
@@ -115,6 +131,10 @@ int main(int argc, char **argv) {
     blk_master_config mc = BLK_MASTER_CONFIG_INIT;
     mc.threads = threads;
     mc.destroy = destroy;
+    mc.create = create;
+    mc.save = save;
+    mc.load = load;
+    mc.mem_blocks = mem_blocks;
     CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
     int n = blk_assigner_local_count(a, rank);
     int gids[64];
@@ -132,6 +152,7 @@ int main(int argc, char **argv) {
     blk_log_set_level(BLK_LOG_NONE);
     CHECK_ERR(blk_all_to_all(m, a, 1, 1, send, receive, &c), BLK_EINVAL, "k = 1");
     blk_log_set_level(BLK_LOG_WARN);
+    check_budget(m, mem_blocks);
     blk_master_destroy(m);
     blk_assigner_destroy(a);
   }

@@ -19,7 +19,7 @@
 #include "check.h"
 
 typedef struct opts {
-  int blocks, threads, dim, wrap, epochs;
+  int blocks, threads, dim, wrap, epochs, mem_blocks;
 } opts;
 
 static int dir_code(const int *dir, int sign, int dim) {
@@ -61,6 +61,28 @@ static void destroy(void *b, int gid, void *user) {
   (void)gid;
   (void)user;
   free(b);
+}
+
+/* Out-of-core: the whole block, field by field. */
+static int save(blk_buffer *out, const void *data, int gid, void *user) {
+  (void)user;
+  const block *b = data;
+  CHECK_EQ_INT(b->gid, gid);
+  blk_buffer_write_i32(out, b->gid);
+  blk_buffer_write_i64(out, b->sent);
+  return blk_buffer_write_i64(out, b->received);
+}
+
+static int load(void *data, blk_buffer *in, int gid, void *user) {
+  (void)user;
+  block *b = data;
+  int32_t g = -1;
+  blk_buffer_read_i32(in, &g);
+  blk_buffer_read_i64(in, &b->sent);
+  blk_buffer_read_i64(in, &b->received);
+  CHECK_EQ_INT(g, gid);
+  CHECK_EQ_INT(blk_buffer_remaining(in), 0);
+  return blk_buffer_error(in);
 }
 
 static int send_all(void *data, blk_proxy *p, void *user) {
@@ -124,7 +146,7 @@ static int check_results(void *data, blk_proxy *p, void *user) {
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  opts o = {12, 1, 2, 1, 3};
+  opts o = {12, 1, 2, 1, 3, 0};
   for (int i = 1; i + 1 < argc; i += 2) {
     int v = atoi(argv[i + 1]);
     if (!strcmp(argv[i], "--blocks"))
@@ -137,6 +159,8 @@ int main(int argc, char **argv) {
       o.wrap = v;
     else if (!strcmp(argv[i], "--epochs"))
       o.epochs = v;
+    else if (!strcmp(argv[i], "--mem-blocks"))
+      o.mem_blocks = v;
     else
       CHECK_MSG(0, "unknown option %s", argv[i]);
   }
@@ -159,13 +183,18 @@ int main(int argc, char **argv) {
   mc.threads = o.threads;
   mc.create = create;
   mc.destroy = destroy;
+  mc.save = save;
+  mc.load = load;
+  mc.mem_blocks = o.mem_blocks;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   CHECK_OK(blk_master_decompose(m, d, asg));
   CHECK_EQ_INT(blk_master_local_count(m), blk_assigner_local_count(asg, rank));
   for (int lid = 0; lid < blk_master_local_count(m); lid++) {
     int gid = blk_master_gid(m, lid);
     CHECK_EQ_INT(blk_master_lid(m, gid), lid);
-    CHECK_EQ_INT(((block *)blk_master_block(m, lid))->gid, gid);
+    block *b = blk_master_block(m, lid); /* NULL when swapped out */
+    CHECK(b || o.mem_blocks > 0);
+    if (b) CHECK_EQ_INT(b->gid, gid);
     CHECK_EQ_INT(blk_assigner_rank(asg, gid), rank);
   }
 
@@ -182,6 +211,8 @@ int main(int argc, char **argv) {
   /* An exchange where nobody sends: everything arrives empty, no hang. */
   CHECK_OK(blk_master_exchange(m));
   CHECK_EQ_INT(blk_master_result_count(m), 0);
+
+  check_budget(m, o.mem_blocks);
 
   blk_master_destroy(m);
   blk_assigner_destroy(asg);

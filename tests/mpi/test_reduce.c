@@ -63,6 +63,30 @@ static void destroy(void *data, int gid, void *user) {
   free(b);
 }
 
+/* Out-of-core: everything the block holds, so a reduction gives the same
+ * result whatever is swapped out when. */
+static int save(blk_buffer *out, const void *data, int gid, void *user) {
+  const ctx *c = user;
+  const block *b = data;
+  CHECK_EQ_INT(b->gid, gid);
+  blk_buffer_write_i32(out, b->calls);
+  blk_buffer_write_array(out, b->v, sizeof *b->v, (size_t)b->len);
+  return blk_buffer_write_array(out, b->seen, sizeof *b->seen, (size_t)c->nblocks);
+}
+
+static int load(void *data, blk_buffer *in, int gid, void *user) {
+  const ctx *c = user;
+  block *b = data;
+  size_t n = 0;
+  CHECK_EQ_INT(b->gid, gid);
+  blk_buffer_read_i32(in, &b->calls);
+  blk_buffer_read_array(in, b->v, sizeof *b->v, (size_t)b->len, &n);
+  CHECK_EQ_INT(n, b->len);
+  blk_buffer_read_array(in, b->seen, sizeof *b->seen, (size_t)c->nblocks, &n);
+  CHECK_EQ_INT(n, c->nblocks);
+  return blk_buffer_error(in);
+}
+
 static int reset(void *data, blk_proxy *p, void *user) {
   (void)p;
   ctx *c = user;
@@ -181,7 +205,7 @@ static int verify(void *data, blk_proxy *p, void *user) {
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int threads = 1, len = 3, quick = 0;
+  int threads = 1, len = 3, quick = 0, mem_blocks = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = atoi(argv[++i]);
@@ -189,6 +213,8 @@ int main(int argc, char **argv) {
       len = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--quick"))
       quick = 1;
+    else if (!strcmp(argv[i], "--mem-blocks") && i + 1 < argc)
+      mem_blocks = atoi(argv[++i]);
     else
       CHECK_MSG(0, "unknown option %s", argv[i]);
   }
@@ -219,6 +245,9 @@ int main(int argc, char **argv) {
     mc.threads = threads;
     mc.create = create;
     mc.destroy = destroy;
+    mc.save = save;
+    mc.load = load;
+    mc.mem_blocks = mem_blocks;
     mc.user = &c;
     CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
     CHECK_OK(blk_master_decompose(m, d, a));
@@ -253,6 +282,7 @@ int main(int argc, char **argv) {
     blk_log_set_level(BLK_LOG_WARN);
     blk_partners_destroy(wrong);
 
+    check_budget(m, mem_blocks);
     blk_master_destroy(m);
     blk_assigner_destroy(a);
     blk_decomposer_destroy(d);

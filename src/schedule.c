@@ -1,0 +1,141 @@
+/*
+ * schedule.c: ready blocks onto the pool, under the budget; see schedule.h.
+ *
+ * Invariants: a lid is in ready at most once (queued[lid]); pinned[lid] is
+ * set from the acquire before its task is submitted until collect hands it
+ * back; running counts submitted, uncollected tasks.
+ *
+ * Picking is O(ready) per task: the first ready block already in memory, or
+ * else the first ready block. That keeps a foreach over N blocks O(N^2) in
+ * the worst case, which is nothing next to a load at any realistic N.
+ */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget.h"
+#include "master_state.h"
+
+static void run_task(void *arg) {
+  blk__task *t = arg;
+  t->s->run(t->s->args[t->lid]);
+}
+
+int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg),
+                    int (*prepare)(void *arg), void **args) {
+  memset(s, 0, sizeof *s);
+  s->m = m;
+  s->run = run;
+  s->prepare = prepare;
+  s->args = args;
+  s->limit = blk__pool_nthreads(m->pool);
+  size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
+  s->tasks = malloc(n * sizeof *s->tasks);
+  s->ready = malloc(n * sizeof *s->ready);
+  s->failed = malloc(n * sizeof *s->failed);
+  s->queued = calloc(n, 1);
+  s->needs = calloc(n, 1);
+  s->pinned = calloc(n, 1);
+  if (!s->tasks || !s->ready || !s->failed || !s->queued || !s->needs || !s->pinned) {
+    blk__sched_free(s);
+    return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", m->nblocks);
+  }
+  for (int i = 0; i < m->nblocks; i++) s->tasks[i] = (blk__task){s, i};
+  return BLK_OK;
+}
+
+void blk__sched_free(blk__sched *s) {
+  free(s->tasks);
+  free(s->ready);
+  free(s->failed);
+  free(s->queued);
+  free(s->needs);
+  free(s->pinned);
+  memset(s, 0, sizeof *s);
+}
+
+void blk__sched_ready(blk__sched *s, int lid, int needs_block) {
+  if (s->queued[lid]) return;
+  s->queued[lid] = 1;
+  s->needs[lid] = (unsigned char)needs_block;
+  s->ready[s->nready++] = lid;
+}
+
+static int in_memory(const blk__sched *s, int lid) {
+  return !s->needs[lid] || blk__budget_resident(s->m, lid);
+}
+
+static void unqueue(blk__sched *s, int i) {
+  s->queued[s->ready[i]] = 0;
+  memmove(&s->ready[i], &s->ready[i + 1], (size_t)(s->nready - i - 1) * sizeof *s->ready);
+  s->nready--;
+}
+
+int blk__sched_pump(blk__sched *s) {
+  while (s->running < s->limit && s->nready > 0) {
+    int i = 0;
+    while (i < s->nready && !in_memory(s, s->ready[i])) i++;
+    if (i == s->nready) i = 0;
+    int lid = s->ready[i];
+    if (s->needs[lid]) {
+      int rc = blk__budget_acquire(s->m, lid);
+      if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */
+      if (rc) {
+        if (!s->error) s->error = rc;
+        unqueue(s, i);
+        s->failed[s->nfailed++] = lid;
+        continue;
+      }
+      s->pinned[lid] = 1;
+    }
+    unqueue(s, i);
+    int rc = s->prepare ? s->prepare(s->args[lid]) : BLK_OK;
+    if (rc) {
+      if (!s->error) s->error = rc;
+      if (s->pinned[lid]) {
+        s->pinned[lid] = 0;
+        blk__budget_release(s->m, lid);
+      }
+      s->failed[s->nfailed++] = lid;
+      continue;
+    }
+    rc = blk__pool_submit(s->m->pool, run_task, &s->tasks[lid]);
+    if (rc) return rc;
+    s->running++;
+  }
+  /* Every worker busy: bring the next block in while they compute. */
+  if (blk__budget_active(&s->m->budget) && s->running >= s->limit)
+    for (int i = 0; i < s->nready; i++)
+      if (!in_memory(s, s->ready[i])) {
+        int rc = blk__budget_prefetch(s->m, s->ready[i], s->queued);
+        if (rc < 0 && !s->error) s->error = rc;
+        break;
+      }
+  return BLK_OK;
+}
+
+size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long timeout_ns) {
+  size_t n = 0;
+  while (n < max && s->nfailed > 0) {
+    lids[n] = s->failed[--s->nfailed];
+    ran[n++] = 0;
+  }
+  if (n) timeout_ns = 0;
+  void *done[64];
+  size_t want = max - n < 64 ? max - n : 64;
+  size_t got = want ? blk__pool_collect(s->m->pool, done, want, timeout_ns) : 0;
+  for (size_t i = 0; i < got; i++) {
+    int lid = ((blk__task *)done[i])->lid;
+    s->running--;
+    if (s->pinned[lid]) {
+      s->pinned[lid] = 0;
+      blk__budget_release(s->m, lid);
+    }
+    lids[n] = lid;
+    ran[n++] = 1;
+  }
+  return n;
+}
+
+int blk__sched_busy(const blk__sched *s) { return s->running + s->nfailed; }
