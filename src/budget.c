@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "fail.h"
 #include "logger.h"
 #include "master_state.h"
@@ -44,7 +45,10 @@ int blk__budget_init(blk__budget *b, const blk_master_config *cfg, int rank) {
     dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
   }
-  return blk__storage_create(&b->storage, dir, rank, cfg->compression_level);
+  /* 0 (a config not from BLK_MASTER_CONFIG_INIT) means the default; the
+   * public BLK_COMPRESSION_NONE is the codec's store-only level. */
+  int level = cfg->compression_level == 0 ? BLK__CODEC_DEFAULT_LEVEL : cfg->compression_level;
+  return blk__storage_create(&b->storage, dir, rank, level);
 }
 
 void blk__budget_free(blk__budget *b) {
@@ -144,7 +148,8 @@ static size_t block_bytes(const blk_master *m, const blk__block *blk) {
 }
 
 /* Evicts until one more block of extra bytes fits; BLK__BUDGET_FULL if
- * nothing (outside keep) can go. */
+ * nothing (outside keep) can go. A failed eviction is returned at once: the
+ * victim stays in memory, nothing is lost. */
 static int make_room(blk_master *m, int lid, size_t extra, const unsigned char *keep) {
   while (over_budget(m, 1, extra)) {
     int v = victim(m, lid, keep);
@@ -196,6 +201,11 @@ exit:
   return rc;
 }
 
+static void log_overrun(const blk_master *m, int lid) {
+  blk_log(BLK_LOG_WARN, "budget: loading gid %d over the budget of %d blocks: %s",
+          m->blocks[lid].gid, m->budget.max_blocks, blk_last_error());
+}
+
 static int bring_in(blk_master *m, int lid, const unsigned char *keep) {
   blk__block *blk = &m->blocks[lid];
   if (blk->resident) return BLK_OK;
@@ -204,10 +214,19 @@ static int bring_in(blk_master *m, int lid, const unsigned char *keep) {
 }
 
 int blk__budget_acquire(blk_master *m, int lid) {
-  int rc = bring_in(m, lid, NULL);
-  if (rc) return rc;
-  m->blocks[lid].pins++;
-  return BLK_OK;
+  blk__block *blk = &m->blocks[lid];
+  int rc = BLK_OK;
+  if (!blk->resident) {
+    rc = make_room(m, lid, (size_t)blk->rec.raw, NULL);
+    if (rc == BLK__BUDGET_FULL) return rc;
+    /* A failed write leaves no room: go over the budget rather than stop the
+     * operation half-way on this rank; the caller still gets the error. */
+    if (rc) log_overrun(m, lid);
+    int lrc = load(m, lid);
+    if (!rc) rc = lrc;
+  }
+  if (blk->resident) blk->pins++;
+  return rc;
 }
 
 void blk__budget_release(blk_master *m, int lid) {

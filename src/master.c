@@ -350,6 +350,10 @@ void blk_master_stats_get(const blk_master *m, blk_master_stats *out) {
   out->spill_file_bytes_peak = st.file_bytes_peak;
 }
 
+const char *blk_master_spill_path(const blk_master *m) {
+  return m->budget.storage ? blk__storage_path(m->budget.storage) : "";
+}
+
 void blk_master_stats_log(const blk_master *m) {
   blk_master_stats st;
   blk_master_stats_get(m, &st);

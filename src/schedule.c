@@ -81,13 +81,13 @@ int blk__sched_pump(blk__sched *s) {
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->m, lid);
       if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */
-      if (rc) {
-        if (!s->error) s->error = rc;
+      if (rc && !s->error) s->error = rc;
+      if (!blk__budget_resident(s->m, lid)) { /* it could not be loaded: do not run it */
         unqueue(s, i);
         s->failed[s->nfailed++] = lid;
         continue;
       }
-      s->pinned[lid] = 1;
+      s->pinned[lid] = 1; /* resident, even if an eviction failed on the way */
     }
     unqueue(s, i);
     int rc = s->prepare ? s->prepare(s->args[lid]) : BLK_OK;

@@ -1,0 +1,266 @@
+/*
+ * test_spill_failures: out-of-core failures through the master, for real.
+ *
+ *   --case missing-dir   a spill directory that does not exist: create fails
+ *                        with BLK_EIO naming it, on every rank
+ *   --case full          the spill directory is a small tmpfs (needs root):
+ *                        evictions fail with "No space left on device" and
+ *                        the path; foreach still runs every block on correct
+ *                        data (over the budget), and once space is freed the
+ *                        budget holds again
+ *   --case corrupt       a byte of the spill file is overwritten: the next
+ *                        foreach reports BLK_ECORRUPT with the gid and the
+ *                        file, other blocks still run
+ *   --case dir-removed   the spill file and its directory are removed mid-run:
+ *                        the run goes on with correct results; destroy is fine
+ *   --case bytes         a byte budget (mem_bytes with a size callback) holds
+ *
+ * Every block holds 16 KiB of incompressible bytes made from its gid and a
+ * generation number, so any lost or stale block shows.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <blk/blk.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define NBLOCKS 8
+#define BYTES 16384
+
+typedef struct block {
+  int gid, generation;
+  unsigned char data[BYTES];
+} block;
+
+static unsigned char byte_of(int gid, int generation, size_t i) {
+  uint64_t x = ((uint64_t)gid << 40) ^ ((uint64_t)generation << 20) ^ i;
+  x *= 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return (unsigned char)(x >> 56);
+}
+
+static void fill(block *b) {
+  for (size_t i = 0; i < BYTES; i++) b->data[i] = byte_of(b->gid, b->generation, i);
+}
+
+static int create(void **out, int gid, void *user) {
+  (void)user;
+  block *b = calloc(1, sizeof *b);
+  if (!b) return BLK_ENOMEM;
+  b->gid = gid;
+  fill(b);
+  *out = b;
+  return 0;
+}
+
+static void destroy(void *b, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  free(b);
+}
+
+static int save(blk_buffer *out, const void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  const block *b = data;
+  blk_buffer_write_i32(out, b->gid);
+  blk_buffer_write_i32(out, b->generation);
+  return blk_buffer_write(out, b->data, BYTES);
+}
+
+static int load(void *data, blk_buffer *in, int gid, void *user) {
+  (void)user;
+  block *b = data;
+  blk_buffer_read_i32(in, &b->gid);
+  blk_buffer_read_i32(in, &b->generation);
+  blk_buffer_read(in, b->data, BYTES);
+  CHECK_EQ_INT(b->gid, gid);
+  return blk_buffer_error(in);
+}
+
+static size_t block_size(const void *data, int gid, void *user) {
+  (void)data;
+  (void)gid;
+  (void)user;
+  return sizeof(struct block);
+}
+
+/* Checks the block holds what it should, then moves it to the next
+ * generation; counts the blocks it ran on. */
+static int check_and_advance(void *data, blk_proxy *p, void *user) {
+  int *ran = user;
+  block *b = data;
+  CHECK_EQ_INT(b->gid, blk_proxy_gid(p));
+  for (size_t i = 0; i < BYTES; i++)
+    CHECK_MSG(b->data[i] == byte_of(b->gid, b->generation, i),
+              "gid %d generation %d: byte %zu is wrong: a block was lost or is stale", b->gid,
+              b->generation, i);
+  b->generation++;
+  fill(b);
+  __atomic_fetch_add(ran, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static blk_master *make_master(const char *dir, int mem_blocks, size_t mem_bytes, int threads) {
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = threads;
+  mc.create = create;
+  mc.destroy = destroy;
+  mc.save = save;
+  mc.load = load;
+  mc.size = block_size;
+  mc.mem_blocks = mem_blocks;
+  mc.mem_bytes = mem_bytes;
+  mc.spill_dir = dir;
+  blk_master *m = NULL;
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+  return m;
+}
+
+/* Adds this rank's blocks. An add that has to evict may fail to write: the
+ * block is added all the same and the error names the file (full disk). */
+static void add_blocks(blk_master *m, blk_assigner *a, int rank, int disk_full) {
+  int gids[NBLOCKS], n = blk_assigner_local_gids(a, rank, gids, NBLOCKS);
+  for (int i = 0; i < n; i++) {
+    void *b;
+    CHECK_OK(create(&b, gids[i], NULL));
+    int rc = blk_master_add(m, gids[i], b, NULL, 0);
+    if (disk_full && rc == BLK_EIO)
+      CHECK_MSG(strstr(blk_last_error(), "No space left on device"), "detail: %s", blk_last_error());
+    else
+      CHECK_OK(rc);
+    CHECK_EQ_INT(blk_master_local_count(m), i + 1);
+  }
+}
+
+/* Runs check_and_advance on every block; returns the foreach's code. */
+static int run_all(blk_master *m, int expect_ran) {
+  int ran = 0;
+  int rc = blk_master_foreach(m, check_and_advance, &ran);
+  if (expect_ran >= 0) CHECK_EQ_INT(ran, expect_ran);
+  return rc;
+}
+
+static char *scratch_dir(int rank) {
+  static char path[256];
+  snprintf(path, sizeof path, "/tmp/blk-spill-test-%d-%d-XXXXXX", (int)getpid(), rank);
+  CHECK(mkdtemp(path));
+  return path;
+}
+
+int main(int argc, char **argv) {
+  CHECK(argc == 3 && !strcmp(argv[1], "--case"));
+  const char *which = argv[2];
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int size, rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  blk_assigner *a;
+  CHECK_OK(blk_assigner_create_contiguous(&a, size, NBLOCKS));
+  int local = blk_assigner_local_count(a, rank);
+  blk_log_set_level(BLK_LOG_NONE);
+
+  if (!strcmp(which, "missing-dir")) {
+    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+    mc.create = create;
+    mc.destroy = destroy;
+    mc.save = save;
+    mc.load = load;
+    mc.mem_blocks = 1;
+    mc.spill_dir = "/nonexistent/blk-spill";
+    blk_master *m = NULL;
+    CHECK_ERR(blk_master_create(&m, MPI_COMM_WORLD, &mc), BLK_EIO, "/nonexistent/blk-spill");
+    CHECK(m == NULL);
+    mc.save = NULL;
+    CHECK_ERR(blk_master_create(&m, MPI_COMM_WORLD, &mc), BLK_EINVAL, "save");
+  } else if (!strcmp(which, "full")) {
+    if (geteuid() != 0) {
+      if (rank == 0) printf("test_spill_failures full: skipped: mounting a tmpfs needs root\n");
+    } else {
+      char *dir = scratch_dir(rank);
+      char cmd[512];
+      /* Room for about two 16 KiB records (incompressible) per rank. */
+      snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=40k tmpfs %s", dir);
+      CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+      blk_master *m = make_master(dir, 1, 0, 2);
+      add_blocks(m, a, rank, 1);
+      int rc = BLK_OK;
+      for (int round = 0; round < 3; round++) {
+        rc = run_all(m, local); /* every block runs, on correct data */
+        if (local > 3) {
+          CHECK_EQ_INT(rc, BLK_EIO);
+          CHECK_MSG(strstr(blk_last_error(), "No space left on device") &&
+                        strstr(blk_last_error(), blk_master_spill_path(m)),
+                    "detail: %s", blk_last_error());
+        }
+      }
+      blk_master_stats st;
+      blk_master_stats_get(m, &st);
+      if (local > 3) CHECK(st.blocks_in_memory_peak > 1); /* kept in memory, not lost */
+      blk_master_destroy(m);
+      snprintf(cmd, sizeof cmd, "umount %s", dir);
+      CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
+      CHECK(rmdir(dir) == 0);
+      (void)rc;
+    }
+  } else if (!strcmp(which, "corrupt")) {
+    char *dir = scratch_dir(rank);
+    blk_master *m = make_master(dir, 1, 0, 1);
+    add_blocks(m, a, rank, 0);
+    CHECK_OK(run_all(m, local));
+    if (local > 1) {
+      /* Every block but the resident one is in the file: wreck a byte in
+       * the middle of each 64-byte-aligned record's data. */
+      int fd = open(blk_master_spill_path(m), O_RDWR);
+      CHECK(fd >= 0);
+      struct stat sb;
+      CHECK(fstat(fd, &sb) == 0);
+      for (off_t off = 1000; off < sb.st_size; off += 4096) {
+        unsigned char x;
+        CHECK(pread(fd, &x, 1, off) == 1);
+        x ^= 0x5a;
+        CHECK(pwrite(fd, &x, 1, off) == 1);
+      }
+      close(fd);
+      int rc = run_all(m, -1);
+      CHECK_EQ_INT(rc, BLK_ECORRUPT);
+      CHECK_MSG(strstr(blk_last_error(), "gid") && strstr(blk_last_error(), blk_master_spill_path(m)),
+                "detail: %s", blk_last_error());
+    }
+    blk_master_destroy(m);
+    CHECK(rmdir(dir) == 0); /* the spill file is gone */
+  } else if (!strcmp(which, "dir-removed")) {
+    char *dir = scratch_dir(rank);
+    blk_master *m = make_master(dir, 2, 0, 2);
+    add_blocks(m, a, rank, 0);
+    CHECK_OK(run_all(m, local));
+    char path[512];
+    snprintf(path, sizeof path, "%s", blk_master_spill_path(m));
+    CHECK(unlink(path) == 0 && rmdir(dir) == 0);
+    for (int round = 0; round < 3; round++) CHECK_OK(run_all(m, local));
+    check_budget(m, 2);
+    blk_master_destroy(m);
+  } else if (!strcmp(which, "bytes")) {
+    char *dir = scratch_dir(rank);
+    blk_master *m = make_master(dir, 0, 2 * sizeof(block) + 100, 2);
+    add_blocks(m, a, rank, 0);
+    for (int round = 0; round < 3; round++) CHECK_OK(run_all(m, local));
+    check_budget(m, 2);
+    blk_master_destroy(m);
+    CHECK(rmdir(dir) == 0);
+  } else {
+    CHECK_MSG(0, "unknown case %s", which);
+  }
+  blk_assigner_destroy(a);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) printf("test_spill_failures %s: ok\n", which);
+  MPI_Finalize();
+  return 0;
+}
