@@ -24,5 +24,6 @@
 #include "blk/master.h"
 #include "blk/reduce.h"
 #include "blk/all_to_all.h"
+#include "blk/arrays.h"
 
 #endif

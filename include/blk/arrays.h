@@ -1,0 +1,96 @@
+/*
+ * blk/arrays.h: element-wise collectives over one array per block.
+ *
+ * The common case of a reduction, done for you: every block holds an array
+ * of `count` elements of one type (the `array` callback returns it), and
+ * blk combines them element-wise across all blocks of all ranks with a sum,
+ * min or max, choosing the algorithm:
+ *
+ *   BLK_ARRAYS_TREE  merge up a k-ary tree to gid 0 (and, for an all-reduce,
+ *                    broadcast back down): 2 log_k(n) rounds, each moving the
+ *                    whole array. Latency-optimal; every byte crosses the
+ *                    network log_k(n) times.
+ *   BLK_ARRAYS_SPLIT reduce-scatter by swap rounds (each round splits what a
+ *                    block holds into k pieces and keeps one, summing what
+ *                    the group sent for it), then, for an all-reduce, an
+ *                    all-gather by the same rounds reversed. About 2 (n-1)/n
+ *                    of the array crosses per block: bandwidth-optimal, as
+ *                    MPI libraries do for large messages.
+ *   BLK_ARRAYS_AUTO  TREE below BLK_ARRAYS_SPLIT_BYTES, SPLIT above.
+ *
+ * Arrays of different blocks must have the same count and type. The
+ * callbacks and blocks follow blk_reduce's rules (pool threads, one block at
+ * a time); these functions are collective like blk_reduce. Any block count
+ * works (partners.h); SPLIT needs count >= n (every block keeps a piece),
+ * and falls back to TREE below that.
+ */
+#ifndef BLK_ARRAYS_H
+#define BLK_ARRAYS_H
+
+#include <stddef.h>
+
+#include "blk/assigner.h"
+#include "blk/master.h"
+#include "blk/proxy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum blk_type { BLK_FLOAT = 0, BLK_DOUBLE = 1, BLK_INT32 = 2, BLK_INT64 = 3 } blk_type;
+
+typedef enum blk_arrays_algorithm {
+  BLK_ARRAYS_AUTO = 0,
+  BLK_ARRAYS_TREE = 1,
+  BLK_ARRAYS_SPLIT = 2
+} blk_arrays_algorithm;
+
+/* Arrays of at least this many bytes use SPLIT under BLK_ARRAYS_AUTO (the
+ * crossover measured in docs/performance.md). */
+#define BLK_ARRAYS_SPLIT_BYTES 65536
+
+/* Returns the block's array (count elements). Called on pool threads with
+ * the block loaded. */
+typedef void *(*blk_array_fn)(void *block, int gid, void *user);
+
+/* The settings of one collective; start from BLK_ARRAYS_INIT. */
+typedef struct blk_arrays {
+  blk_array_fn array;
+  size_t count;
+  blk_type type;
+  blk_op op; /* BLK_OP_SUM, BLK_OP_MIN, BLK_OP_MAX */
+  int k;     /* radix of the rounds */
+  blk_arrays_algorithm algorithm;
+  void *user; /* passed to array */
+} blk_arrays;
+
+#define BLK_ARRAYS_INIT \
+  { NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL }
+
+/* Every block's array becomes the element-wise op over all blocks' arrays.
+ * Errors: BLK_EINVAL (no array callback, k < 2, unknown type or op, the
+ * assigner's block or rank count does not match), BLK_EMPI, BLK_ENOMEM. */
+int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
+
+/* gid 0's array becomes the element-wise op over all blocks (MPI_Reduce's
+ * job). It works in place: the other blocks' arrays end as scratch (the
+ * partial results they passed up the tree). */
+int blk_arrays_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
+
+/* Every block's array becomes a copy of gid 0's (MPI_Bcast's job). op is
+ * not used. */
+int blk_arrays_broadcast(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
+
+/* Block g ends with piece g of the element-wise op, in its array at elements
+ * [blk_arrays_piece_begin(g), blk_arrays_piece_begin(g + 1)); the rest of
+ * its array is scratch (MPI_Reduce_scatter_block's job, with the pieces of
+ * n blocks as equal as the count allows). */
+int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
+
+/* Where piece g of count elements over n blocks begins: floor(g * count / n). */
+size_t blk_arrays_piece_begin(size_t count, int nblocks, int g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
