@@ -17,10 +17,16 @@
  * what it received is exactly what gid 0 has, field by field and bit for bit,
  * and that it received them exactly once.
  *
+ * Out-of-core (--mem-blocks N), save writes a whole block with the same
+ * params_write (after a flag saying whether the block has parameters yet,
+ * and its counters) and load reads it back with params_read.
+ *
  *   mpiexec -n 4 ./broadcast [--blocks 12] [--k 3] [--halving] [--threads 2]
  *                            [--coeffs 500] [--seed 1]
+ *                            [--mem-blocks N] [--spill-dir DIR] [--spill-in-memory]
  *
- * Prints one line with PASS, or FAIL and exit status 1.
+ * Prints one line with PASS, or FAIL and exit status 1 (and, out-of-core, a
+ * line of rank 0's storage figures).
  */
 #include <blk/blk.h>
 #include <stdio.h>
@@ -115,12 +121,13 @@ typedef struct run {
   const params *expected;
 } run;
 
+/* A block without parameters; give_params sets gid 0's. (Out-of-core, blk
+ * also calls this to make the block that load fills.) */
 static int create_block(void **out, int gid, void *user) {
-  const run *r = user;
-  param_block *b = calloc(1, sizeof *b);
-  *out = b;
-  if (!b) return BLK_ENOMEM;
-  return gid == 0 ? params_make(&b->p, r->seed, r->ncoeffs) : 0;
+  (void)gid;
+  (void)user;
+  *out = calloc(1, sizeof(param_block));
+  return *out ? 0 : BLK_ENOMEM;
 }
 
 static void destroy_block(void *block, int gid, void *user) {
@@ -129,6 +136,40 @@ static void destroy_block(void *block, int gid, void *user) {
   param_block *b = block;
   if (b) params_free(&b->p);
   free(b);
+}
+
+/* Out-of-core: the counters, whether the block has parameters (the label
+ * is set once it does), then the parameters as they travel. */
+static int save_block(blk_buffer *out, const void *block, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  const param_block *b = block;
+  blk_buffer_write_i32(out, b->received);
+  blk_buffer_write_i32(out, b->bad);
+  blk_buffer_write_i32(out, b->p.label != NULL);
+  return b->p.label ? params_write(out, &b->p) : blk_buffer_error(out);
+}
+
+static int load_block(void *block, blk_buffer *in, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  param_block *b = block; /* fresh from create_block: no parameters */
+  int32_t received = 0, bad = 0, has = 0;
+  blk_buffer_read_i32(in, &received);
+  blk_buffer_read_i32(in, &bad);
+  blk_buffer_read_i32(in, &has);
+  b->received = received;
+  b->bad = bad;
+  if (blk_buffer_error(in)) return blk_buffer_error(in);
+  if (has) return params_read(&b->p, in); /* also checks that nothing follows */
+  return blk_buffer_remaining(in) == 0 ? 0 : BLK_ECORRUPT;
+}
+
+/* foreach: gid 0 starts with the run's parameters. */
+static int give_params(void *block, blk_proxy *p, void *user) {
+  const run *r = user;
+  param_block *b = block;
+  return blk_proxy_gid(p) == 0 ? params_make(&b->p, r->seed, r->ncoeffs) : 0;
 }
 
 /* reduce (broadcast): take the parameters from the parent (a block that
@@ -192,9 +233,16 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.threads = o.threads;
+  mc.create = create_block; /* out-of-core, blk makes the blocks it loads into */
   mc.destroy = destroy_block;
+  mc.save = save_block;
+  mc.load = load_block;
+  mc.user = &r;
+  mc.shuffle = sizeof(double); /* the records are mostly the coefficients */
+  ex_ooc_configure(&mc, &o.ooc);
   EX_CHECK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   EX_CHECK(ex_add_blocks(m, a, create_block, &r));
+  EX_CHECK(blk_master_foreach(m, give_params, &r));
   /* No geometry: the blocks form a 1D row of o.blocks. */
   EX_CHECK(blk_partners_create(&partners, BLK_BROADCAST, 1, &o.blocks, o.k, o.contiguous));
 
@@ -205,14 +253,16 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_master_exchange(m));
   int64_t matching = blk_master_result_i64(m, 0);
 
-  int ok = matching == o.blocks;
+  int ok = ex_ooc_agree(m, &o.ooc, matching == o.blocks);
   if (rank == 0)
     printf(
         "broadcast: %zu bytes of parameters (%lld coefficients) from gid 0 to %d blocks on %d "
-        "ranks x %d threads, broadcast k=%d %s in %d rounds: %lld of %d blocks hold exactly gid "
-        "0's parameters, %.3f s: %s\n",
-        bytes, ncoeffs, o.blocks, size, o.threads, o.k, ex_order(&o), blk_partners_rounds(partners),
-        (long long)matching, o.blocks, elapsed, ok ? "PASS" : "FAIL");
+        "ranks x %d threads, %s, broadcast k=%d %s in %d rounds: %lld of %d blocks hold exactly "
+        "gid 0's parameters, %.3f s: %s\n",
+        bytes, ncoeffs, o.blocks, size, o.threads, ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o),
+        blk_partners_rounds(partners), (long long)matching, o.blocks, elapsed,
+        ok ? "PASS" : "FAIL");
+  ex_ooc_report(m, &o.ooc, "broadcast");
   params_free(&expected);
   blk_partners_destroy(partners);
   blk_master_destroy(m);

@@ -1,10 +1,12 @@
 /*
- * example_util.h: the plumbing the reduction examples share, kept out of the
- * way of what they show. Header-only (static inline), not part of blk's API.
+ * example_util.h: the plumbing the examples share, kept out of the way of
+ * what they show. Header-only (static inline), not part of blk's API.
  *
- *  - ex_parse: the options every example takes (--blocks, --k, --halving,
- *    --threads, --seed), plus a few integer options of its own (--points,
- *    --keys, ...), with a usage message printed once, by rank 0.
+ *  - ex_parse: the options every reduction example takes (--blocks, --k,
+ *    --halving, --threads, --seed, and the out-of-core ones below), plus a
+ *    few integer options of its own (--points, --keys, ...), with a usage
+ *    message printed once, by rank 0. (diffusion parses its own options but
+ *    hands the out-of-core ones to ex_ooc_parse.)
  *  - EX_CHECK: a blk call that must succeed; otherwise print the code and
  *    blk's detail and stop the whole job.
  *  - ex_random: counter-based pseudo-random numbers. Value n of stream s is a
@@ -13,6 +15,12 @@
  *    computes its serial reference.
  *  - ex_add_blocks: adds a rank's blocks as an assigner places them, for the
  *    examples that need no geometry (no decomposer, no links).
+ *  - ex_ooc: the out-of-core options every example takes (--mem-blocks N,
+ *    --spill-dir DIR, --spill-in-memory), put into a blk_master_config by
+ *    ex_ooc_configure; ex_ooc_agree folds the budget checks into the
+ *    example's verdict (no rank held more than N blocks in memory, a rank
+ *    with more than N blocks really swapped, in-core nothing did) and
+ *    ex_ooc_report prints rank 0's storage figures.
  */
 #ifndef BLK_EXAMPLE_UTIL_H
 #define BLK_EXAMPLE_UTIL_H
@@ -46,6 +54,13 @@ static inline void ex_fail(const char *file, int line, const char *call, int rc,
 
 /* ---- options ------------------------------------------------------------ */
 
+/* Out-of-core settings, the same in every example. */
+typedef struct ex_ooc {
+  int mem_blocks;        /* --mem-blocks N: most blocks in memory per rank; 0: in-core */
+  const char *spill_dir; /* --spill-dir DIR: where spill files go (NULL: $TMPDIR or /tmp) */
+  int spill_in_memory;   /* --spill-in-memory: keep swapped-out blocks compressed in memory */
+} ex_ooc;
+
 /* The options every example takes. */
 typedef struct ex_options {
   int blocks;     /* --blocks N: number of blocks (any count, not only powers of k) */
@@ -53,6 +68,7 @@ typedef struct ex_options {
   int contiguous; /* 1: partners adjacent first (default); 0 with --halving */
   int threads;    /* --threads T: callbacks run at once on each rank */
   uint64_t seed;  /* --seed S: the data's pseudo-random seed */
+  ex_ooc ooc;     /* --mem-blocks, --spill-dir, --spill-in-memory */
   int status;     /* after ex_parse returned 0: the exit status (0 for --help) */
 } ex_options;
 
@@ -68,6 +84,47 @@ static inline int ex_rank(void) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
+}
+
+/* Reads a whole decimal integer in [min, max]; 0 on success. */
+static inline int ex_parse_ll(const char *s, long long min, long long max, long long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end != '\0' || v < min || v > max) return -1;
+  *out = v;
+  return 0;
+}
+
+/* The out-of-core options' lines of a usage message (rank 0 prints it). */
+static inline void ex_ooc_usage(void) {
+  fprintf(stderr,
+          "  --mem-blocks N      out-of-core: at most N blocks in memory per rank (default 0:\n"
+          "                      in-core, no limit); save and load swap the others\n"
+          "  --spill-dir DIR     directory for the spill files (default $TMPDIR or /tmp)\n"
+          "  --spill-in-memory   keep swapped-out blocks compressed in memory, not in files\n");
+}
+
+/* Reads argv[*i] if it is an out-of-core option (and its value, advancing
+ * *i past it). Returns 1 if it was one, 0 if not, -1 for a missing or bad
+ * value. */
+static inline int ex_ooc_parse(ex_ooc *o, int argc, char **argv, int *i) {
+  const char *opt = argv[*i], *arg = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!strcmp(opt, "--spill-in-memory")) {
+    o->spill_in_memory = 1;
+    return 1;
+  }
+  if (strcmp(opt, "--mem-blocks") && strcmp(opt, "--spill-dir")) return 0;
+  if (!arg) return -1;
+  if (!strcmp(opt, "--mem-blocks")) {
+    long long v = 0;
+    if (ex_parse_ll(arg, 0, INT_MAX, &v)) return -1;
+    o->mem_blocks = (int)v;
+  } else {
+    o->spill_dir = arg;
+  }
+  (*i)++;
+  return 1;
 }
 
 static inline void ex_usage(const char *argv0, const char *what, const ex_options *o,
@@ -87,16 +144,7 @@ static inline void ex_usage(const char *argv0, const char *what, const ex_option
     snprintf(name, sizeof name, "%s N", extra[i].name);
     fprintf(stderr, "  %-13s %s (default %lld)\n", name, extra[i].help, *extra[i].value);
   }
-}
-
-/* Reads a whole decimal integer in [min, max]; 0 on success. */
-static inline int ex_parse_ll(const char *s, long long min, long long max, long long *out) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end != '\0' || v < min || v > max) return -1;
-  *out = v;
-  return 0;
+  ex_ooc_usage();
 }
 
 /* Parses argv into *o (which holds the defaults on entry) and the extra
@@ -120,7 +168,9 @@ static inline int ex_parse(ex_options *o, int argc, char **argv, const char *wha
       o->contiguous = 1;
       continue;
     }
-    if (!arg) {
+    int ooc = ex_ooc_parse(&o->ooc, argc, argv, &i);
+    if (ooc > 0) continue;
+    if (ooc < 0 || !arg) {
       bad = 1;
     } else if (!strcmp(opt, "--blocks")) {
       bad = ex_parse_ll(arg, 1, INT_MAX, &v);
@@ -198,6 +248,81 @@ static inline int ex_add_blocks(blk_master *m, const blk_assigner *a, blk_block_
   }
   free(gids);
   return rc;
+}
+
+/* ---- out-of-core -------------------------------------------------------- */
+
+/* Puts the out-of-core options into a master's config; the callbacks
+ * (create, destroy, save, load) are the example's own. */
+static inline void ex_ooc_configure(blk_master_config *mc, const ex_ooc *o) {
+  mc->mem_blocks = o->mem_blocks;
+  mc->spill_dir = o->spill_dir;
+  mc->spill_in_memory = o->spill_in_memory;
+}
+
+/* A short text returned by value, so it can go straight into a printf. */
+typedef struct ex_text {
+  char s[64];
+} ex_text;
+
+/* "in-core" or "out-of-core (N in memory)", for the summary line. */
+static inline ex_text ex_ooc_mode(const ex_ooc *o) {
+  ex_text t;
+  if (o->mem_blocks > 0)
+    snprintf(t.s, sizeof t.s, "out-of-core (%d in memory)", o->mem_blocks);
+  else
+    snprintf(t.s, sizeof t.s, "in-core");
+  return t;
+}
+
+/* Whether the budget held on this rank: never more than mem_blocks blocks
+ * in memory and, with more local blocks than that, some really went out and
+ * came back; in-core, nothing went out. Says what is wrong on stderr. */
+static inline int ex_ooc_budget_held(const blk_master *m, const ex_ooc *o) {
+  blk_master_stats st;
+  blk_master_stats_get(m, &st);
+  int n = blk_master_local_count(m), held = 1;
+  if (o->mem_blocks <= 0)
+    held = st.evictions == 0;
+  else if (st.blocks_in_memory_peak > o->mem_blocks)
+    held = 0;
+  else if (n > o->mem_blocks)
+    held = st.evictions > 0 && st.loads > 0;
+  if (!held)
+    fprintf(stderr,
+            "rank %d: budget not kept: %d local blocks, budget %d (0: in-core), peak %d in "
+            "memory, %llu evictions, %llu loads\n",
+            blk_master_rank(m), n, o->mem_blocks, st.blocks_in_memory_peak,
+            (unsigned long long)st.evictions, (unsigned long long)st.loads);
+  return held;
+}
+
+/* The verdict every rank prints and exits with: ok here and on every other
+ * rank, and the budget held on every rank. Collective over the master's
+ * communicator (an MPI_Allreduce beside blk's own messages). */
+static inline int ex_ooc_agree(const blk_master *m, const ex_ooc *o, int ok) {
+  int mine = ok && ex_ooc_budget_held(m, o), all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, blk_master_comm(m));
+  return all;
+}
+
+/* Out-of-core, rank 0 prints its storage figures, one line under the
+ * summary: what went out and came back, and how well it compressed. */
+static inline void ex_ooc_report(const blk_master *m, const ex_ooc *o, const char *name) {
+  if (o->mem_blocks <= 0 || blk_master_rank(m) != 0) return;
+  blk_master_stats st;
+  blk_master_stats_get(m, &st);
+  double ratio = st.bytes_stored_written
+                     ? (double)st.bytes_raw_written / (double)st.bytes_stored_written
+                     : 0.0;
+  printf(
+      "%s: rank 0 out-of-core: %d blocks, peak %d in memory (budget %d), %llu loads, %llu "
+      "evictions, %llu queues spilled; %llu bytes raw -> %llu stored (%.2fx), %s\n",
+      name, blk_master_local_count(m), st.blocks_in_memory_peak, o->mem_blocks,
+      (unsigned long long)st.loads, (unsigned long long)st.evictions,
+      (unsigned long long)st.queues_spilled, (unsigned long long)st.bytes_raw_written,
+      (unsigned long long)st.bytes_stored_written, ratio,
+      o->spill_in_memory ? "kept in memory" : "in a spill file");
 }
 
 #endif

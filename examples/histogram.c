@@ -12,11 +12,15 @@
  * Every rank also bins the whole grid serially; gid 0's counts must equal
  * those exactly.
  *
+ * Out-of-core (--mem-blocks N), a block's histogram is what save writes and
+ * load reads back; the receive buffer is scratch and is only allocated.
+ *
  *   mpiexec -n 4 ./histogram [--blocks 12] [--k 2] [--halving] [--threads 2]
  *                            [--size 256] [--bins 64] [--seed 1]
+ *                            [--mem-blocks N] [--spill-dir DIR] [--spill-in-memory]
  *
  * --size N makes an N x N grid. Prints one line with PASS, or FAIL and exit
- * status 1.
+ * status 1 (and, out-of-core, a line of rank 0's storage figures).
  */
 #include <blk/blk.h>
 #include <math.h>
@@ -68,6 +72,25 @@ static void destroy_block(void *block, int gid, void *user) {
   free(b->counts);
   free(b->tmp);
   free(b);
+}
+
+/* Out-of-core: the counts are the block's whole state (tmp only carries a
+ * message within one callback). */
+static int save_block(blk_buffer *out, const void *block, int gid, void *user) {
+  (void)gid;
+  const setup *s = user;
+  const hist_block *b = block;
+  return blk_buffer_write_array(out, b->counts, sizeof *b->counts, (size_t)s->bins);
+}
+
+static int load_block(void *block, blk_buffer *in, int gid, void *user) {
+  (void)gid;
+  const setup *s = user;
+  hist_block *b = block;
+  size_t count = 0;
+  int rc = blk_buffer_read_array(in, b->counts, sizeof *b->counts, (size_t)s->bins, &count);
+  if (rc) return rc;
+  return count == (size_t)s->bins && blk_buffer_remaining(in) == 0 ? 0 : BLK_ECORRUPT;
 }
 
 /* foreach: bin the cells this block owns. */
@@ -155,7 +178,11 @@ int main(int argc, char **argv) {
   mc.threads = o.threads;
   mc.create = create_block;
   mc.destroy = destroy_block;
+  mc.save = save_block;
+  mc.load = load_block;
   mc.user = &s;
+  mc.shuffle = sizeof(uint64_t); /* the records are arrays of counts */
+  ex_ooc_configure(&mc, &o.ooc);
   EX_CHECK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   EX_CHECK(blk_master_decompose(m, s.d, a));
   int div[2];
@@ -179,14 +206,15 @@ int main(int argc, char **argv) {
   int64_t differ = blk_master_result_i64(m, 0), total = blk_master_result_i64(m, 1);
   free(serial);
 
-  int ok = differ == 0 && total == (int64_t)(n * n);
+  int ok = ex_ooc_agree(m, &o.ooc, differ == 0 && total == (int64_t)(n * n));
   if (rank == 0)
     printf(
-        "histogram: %lldx%lld cells in %d bins, %d blocks (%dx%d) on %d ranks x %d threads, "
+        "histogram: %lldx%lld cells in %d bins, %d blocks (%dx%d) on %d ranks x %d threads, %s, "
         "merge k=%d %s in %d rounds: root total %lld, %lld bins differ from serial, %.3f s: %s\n",
-        n, n, s.bins, o.blocks, div[0], div[1], size, o.threads, o.k, ex_order(&o),
-        blk_partners_rounds(partners), (long long)total, (long long)differ, elapsed,
+        n, n, s.bins, o.blocks, div[0], div[1], size, o.threads, ex_ooc_mode(&o.ooc).s, o.k,
+        ex_order(&o), blk_partners_rounds(partners), (long long)total, (long long)differ, elapsed,
         ok ? "PASS" : "FAIL");
+  ex_ooc_report(m, &o.ooc, "histogram");
   blk_partners_destroy(partners);
   blk_master_destroy(m);
   blk_assigner_destroy(a);

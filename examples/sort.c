@@ -19,10 +19,15 @@
  *     sorted and inside its bucket; one exchange of posted values then gives
  *     every rank the verdict.
  *
+ * Out-of-core (--mem-blocks N), save writes a block's keys, splitters and
+ * error count, and load reads them back.
+ *
  *   mpiexec -n 4 ./sort [--blocks 12] [--k 4] [--halving] [--threads 2]
  *                       [--keys 2000] [--seed 1]
+ *                       [--mem-blocks N] [--spill-dir DIR] [--spill-in-memory]
  *
- * Prints one line with PASS, or FAIL and exit status 1.
+ * Prints one line with PASS, or FAIL and exit status 1 (and, out-of-core, a
+ * line of rank 0's storage figures).
  */
 #include <blk/blk.h>
 #include <stdio.h>
@@ -108,6 +113,31 @@ static void destroy_block(void *block, int gid, void *user) {
   free(b->keys);
   free(b->splitters);
   free(b);
+}
+
+/* Out-of-core: the keys, the splitters (none before step 1 chose them) and
+ * the error count. */
+static int save_block(blk_buffer *out, const void *block, int gid, void *user) {
+  (void)gid;
+  const run *r = user;
+  const sort_block *b = block;
+  blk_buffer_write_array(out, b->keys, sizeof *b->keys, b->n);
+  blk_buffer_write_array(out, b->splitters, sizeof *b->splitters, (size_t)r->nblocks - 1);
+  return blk_buffer_write_i64(out, b->errors);
+}
+
+static int load_block(void *block, blk_buffer *in, int gid, void *user) {
+  (void)gid;
+  const run *r = user;
+  sort_block *b = block; /* fresh from create_block: no keys yet */
+  void *keys = NULL;
+  size_t splitters = 0;
+  blk_buffer_read_array_alloc(in, &keys, sizeof *b->keys, &b->n);
+  b->keys = keys;
+  blk_buffer_read_array(in, b->splitters, sizeof *b->splitters, (size_t)r->nblocks - 1, &splitters);
+  blk_buffer_read_i64(in, &b->errors);
+  if (blk_buffer_error(in)) return blk_buffer_error(in);
+  return splitters == (size_t)r->nblocks - 1 && blk_buffer_remaining(in) == 0 ? 0 : BLK_ECORRUPT;
 }
 
 /* foreach: make this block's keys and sort them. */
@@ -275,7 +305,13 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.threads = o.threads;
+  mc.create = create_block; /* out-of-core, blk makes the blocks it loads into */
   mc.destroy = destroy_block;
+  mc.save = save_block;
+  mc.load = load_block;
+  mc.user = &r;
+  mc.shuffle = sizeof(uint64_t); /* the records are arrays of keys */
+  ex_ooc_configure(&mc, &o.ooc);
   EX_CHECK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   EX_CHECK(ex_add_blocks(m, a, create_block, &r));
 
@@ -290,16 +326,17 @@ int main(int argc, char **argv) {
   int64_t errors = blk_master_result_i64(m, 0), count = blk_master_result_i64(m, 1);
   int64_t largest = blk_master_result_i64(m, 2);
 
-  int ok = errors == 0 && count == (int64_t)r.input.count;
+  int ok = ex_ooc_agree(m, &o.ooc, errors == 0 && count == (int64_t)r.input.count);
   double average = (double)r.input.count / o.blocks;
   if (rank == 0)
     printf(
-        "sort: %llu keys (%lld per block), %d blocks on %d ranks x %d threads, all_to_all k=%d "
-        "%s: %lld keys in buckets, largest %.2f x average; %lld errors in order, count and "
+        "sort: %llu keys (%lld per block), %d blocks on %d ranks x %d threads, %s, all_to_all "
+        "k=%d %s: %lld keys in buckets, largest %.2f x average; %lld errors in order, count and "
         "checksums vs serial, %.3f s: %s\n",
-        (unsigned long long)r.input.count, keys, o.blocks, size, o.threads, o.k, ex_order(&o),
-        (long long)count, average > 0 ? (double)largest / average : 0.0, (long long)errors, elapsed,
-        ok ? "PASS" : "FAIL");
+        (unsigned long long)r.input.count, keys, o.blocks, size, o.threads, ex_ooc_mode(&o.ooc).s,
+        o.k, ex_order(&o), (long long)count, average > 0 ? (double)largest / average : 0.0,
+        (long long)errors, elapsed, ok ? "PASS" : "FAIL");
+  ex_ooc_report(m, &o.ooc, "sort");
   blk_master_destroy(m);
   blk_assigner_destroy(a);
   MPI_Finalize();

@@ -15,10 +15,15 @@
  * which blocks are combined: every block compares its result with a serial
  * computation over all values bit for bit.
  *
+ * Out-of-core (--mem-blocks N), save writes a block's summary (head and
+ * vector) and load reads it back.
+ *
  *   mpiexec -n 4 ./stats [--blocks 44] [--k 4] [--halving] [--threads 2]
  *                        [--values 1000] [--vector 16] [--seed 1]
+ *                        [--mem-blocks N] [--spill-dir DIR] [--spill-in-memory]
  *
- * Prints one line with PASS, or FAIL and exit status 1.
+ * Prints one line with PASS, or FAIL and exit status 1 (and, out-of-core, a
+ * line of rank 0's storage figures).
  */
 #include <blk/blk.h>
 #include <stdio.h>
@@ -63,14 +68,14 @@ static int stats_init(stats *s, int vlen) {
   return s->bins ? 0 : BLK_ENOMEM;
 }
 
+/* An empty summary; summarise_values fills it. (Out-of-core, blk also calls
+ * this to make the block that load fills, so it does no work.) */
 static int create_block(void **out, int gid, void *user) {
+  (void)gid;
   const setup *su = user;
   stats *s = calloc(1, sizeof *s);
   *out = s;
-  if (!s || stats_init(s, su->vlen)) return BLK_ENOMEM;
-  for (uint64_t i = 0; i < su->values; i++)
-    stats_add_value(s, su->vlen, make_value(su->seed, gid, i));
-  return 0;
+  return s && !stats_init(s, su->vlen) ? 0 : BLK_ENOMEM;
 }
 
 static void destroy_block(void *block, int gid, void *user) {
@@ -79,6 +84,41 @@ static void destroy_block(void *block, int gid, void *user) {
   stats *s = block;
   if (s) free(s->bins);
   free(s);
+}
+
+/* Out-of-core: the whole summary, field by field. */
+static int save_block(blk_buffer *out, const void *block, int gid, void *user) {
+  (void)gid;
+  const setup *su = user;
+  const stats *s = block;
+  blk_buffer_write_i64(out, s->count);
+  blk_buffer_write_f64(out, s->sum);
+  blk_buffer_write_f64(out, s->min);
+  blk_buffer_write_f64(out, s->max);
+  return blk_buffer_write_array(out, s->bins, sizeof *s->bins, (size_t)su->vlen);
+}
+
+static int load_block(void *block, blk_buffer *in, int gid, void *user) {
+  (void)gid;
+  const setup *su = user;
+  stats *s = block;
+  size_t vlen = 0;
+  blk_buffer_read_i64(in, &s->count);
+  blk_buffer_read_f64(in, &s->sum);
+  blk_buffer_read_f64(in, &s->min);
+  blk_buffer_read_f64(in, &s->max);
+  blk_buffer_read_array(in, s->bins, sizeof *s->bins, (size_t)su->vlen, &vlen);
+  if (blk_buffer_error(in)) return blk_buffer_error(in);
+  return vlen == (size_t)su->vlen && blk_buffer_remaining(in) == 0 ? 0 : BLK_ECORRUPT;
+}
+
+/* foreach: summarise this block's values. */
+static int summarise_values(void *block, blk_proxy *p, void *user) {
+  const setup *su = user;
+  stats *s = block;
+  for (uint64_t i = 0; i < su->values; i++)
+    stats_add_value(s, su->vlen, make_value(su->seed, blk_proxy_gid(p), i));
+  return 0;
 }
 
 /* The message: the head as one struct, then the vlen bin sums. */
@@ -174,9 +214,16 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.threads = o.threads;
+  mc.create = create_block; /* out-of-core, blk makes the blocks it loads into */
   mc.destroy = destroy_block;
+  mc.save = save_block;
+  mc.load = load_block;
+  mc.user = &su;
+  mc.shuffle = sizeof(double); /* the records are mostly the vector of doubles */
+  ex_ooc_configure(&mc, &o.ooc);
   EX_CHECK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   EX_CHECK(ex_add_blocks(m, a, create_block, &su));
+  EX_CHECK(blk_master_foreach(m, summarise_values, &su));
   /* No geometry: the blocks form a 1D row of o.blocks. */
   EX_CHECK(blk_partners_create(&partners, BLK_ALLREDUCE, 1, &o.blocks, o.k, o.contiguous));
 
@@ -196,15 +243,16 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_master_exchange(m));
   int64_t differ = blk_master_result_i64(m, 0);
 
-  int ok = differ == 0;
+  int ok = ex_ooc_agree(m, &o.ooc, differ == 0);
   if (rank == 0)
     printf(
-        "stats: %d blocks x %lld values and %d bin sums, on %d ranks x %d threads, all-reduce "
-        "k=%d %s in %d rounds: count %lld, sum %.4f, min %.4f, max %.4f; %lld differences from "
-        "serial over all blocks, %.3f s: %s\n",
-        o.blocks, values, su.vlen, size, o.threads, o.k, ex_order(&o), r.rounds,
-        (long long)want.count, want.sum, want.min, want.max, (long long)differ, elapsed,
+        "stats: %d blocks x %lld values and %d bin sums, on %d ranks x %d threads, %s, "
+        "all-reduce k=%d %s in %d rounds: count %lld, sum %.4f, min %.4f, max %.4f; %lld "
+        "differences from serial over all blocks, %.3f s: %s\n",
+        o.blocks, values, su.vlen, size, o.threads, ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o),
+        r.rounds, (long long)want.count, want.sum, want.min, want.max, (long long)differ, elapsed,
         ok ? "PASS" : "FAIL");
+  ex_ooc_report(m, &o.ooc, "stats");
   free(want.bins);
   blk_partners_destroy(partners);
   blk_master_destroy(m);
