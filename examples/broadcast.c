@@ -203,19 +203,12 @@ static int check_params(void *block, blk_proxy *p, void *user) {
 }
 
 int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-
   ex_options o = {.blocks = 12, .k = 3, .contiguous = 1, .threads = 2, .seed = 1};
   long long ncoeffs = 500;
   ex_int_option extra[] = {{"--coeffs", &ncoeffs, 0, "length of the coefficient array"}};
-  if (!ex_parse(&o, argc, argv, "a parameter set broadcast from gid 0", extra, 1)) {
-    MPI_Finalize();
+  if (!ex_start(&argc, &argv, &o, "a parameter set broadcast from gid 0", extra, 1))
     return o.status;
-  }
+  int size = ex_size();
 
   /* What every block must end with, and its size on the wire. */
   params expected;
@@ -254,19 +247,15 @@ int main(int argc, char **argv) {
   int64_t matching = blk_master_result_i64(m, 0);
 
   int ok = ex_ooc_agree(m, &o.ooc, matching == o.blocks);
-  if (rank == 0)
-    printf(
-        "broadcast: %zu bytes of parameters (%lld coefficients) from gid 0 to %d blocks on %d "
-        "ranks x %d threads, %s, broadcast k=%d %s in %d rounds: %lld of %d blocks hold exactly "
-        "gid 0's parameters, %.3f s: %s\n",
-        bytes, ncoeffs, o.blocks, size, o.threads, ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o),
-        blk_partners_rounds(partners), (long long)matching, o.blocks, elapsed,
-        ok ? "PASS" : "FAIL");
-  ex_ooc_report(m, &o.ooc, "broadcast");
+  ex_summary(m, &o.ooc, ok, "broadcast",
+             "%zu bytes of parameters (%lld coefficients) from gid 0 to %d blocks on %d ranks x "
+             "%d threads, %s, broadcast k=%d %s in %d rounds: %lld of %d blocks hold exactly gid "
+             "0's parameters, %.3f s",
+             bytes, ncoeffs, o.blocks, size, o.threads, ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o),
+             blk_partners_rounds(partners), (long long)matching, o.blocks, elapsed);
   params_free(&expected);
   blk_partners_destroy(partners);
   blk_master_destroy(m);
   blk_assigner_destroy(a);
-  MPI_Finalize();
-  return ok ? 0 : 1;
+  return ex_finish(ok);
 }

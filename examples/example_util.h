@@ -2,6 +2,9 @@
  * example_util.h: the plumbing the examples share, kept out of the way of
  * what they show. Header-only (static inline), not part of blk's API.
  *
+ *  - ex_start, ex_finish: the two ends of main. ex_start initialises MPI
+ *    (MPI_THREAD_FUNNELED) and reads the options with ex_parse; ex_finish
+ *    finalises MPI and turns the verdict into the exit status.
  *  - ex_parse: the options every reduction example takes (--blocks, --k,
  *    --halving, --threads, --seed, and the out-of-core ones below), plus a
  *    few integer options of its own (--points, --keys, ...), with a usage
@@ -21,6 +24,8 @@
  *    example's verdict (no rank held more than N blocks in memory, a rank
  *    with more than N blocks really swapped, in-core nothing did) and
  *    ex_ooc_report prints rank 0's storage figures.
+ *  - ex_summary: rank 0's one summary line, "name: ...: PASS" or FAIL, and
+ *    under it, out-of-core, the storage figures.
  */
 #ifndef BLK_EXAMPLE_UTIL_H
 #define BLK_EXAMPLE_UTIL_H
@@ -28,6 +33,7 @@
 #include <blk/blk.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +90,12 @@ static inline int ex_rank(void) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
+}
+
+static inline int ex_size(void) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
 }
 
 /* Reads a whole decimal integer in [min, max]; 0 on success. */
@@ -200,6 +212,27 @@ static inline int ex_parse(ex_options *o, int argc, char **argv, const char *wha
     i++; /* the option's value */
   }
   return 1;
+}
+
+/* The start of main: initialises MPI, then parses argv as ex_parse does.
+ * blk never calls MPI_Init; MPI_THREAD_FUNNELED is enough for any --threads,
+ * since only the thread that created the master calls MPI. Returns 1 to run;
+ * 0 to stop (after --help or a bad option) with MPI already finalised: main
+ * then returns o->status. */
+static inline int ex_start(int *argc, char ***argv, ex_options *o, const char *what,
+                           const ex_int_option *extra, int nextra) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  if (ex_parse(o, *argc, *argv, what, extra, nextra)) return 1;
+  MPI_Finalize();
+  return 0;
+}
+
+/* The end of main, after the blk objects are destroyed: finalises MPI and
+ * returns the exit status, 0 if ok, else 1. */
+static inline int ex_finish(int ok) {
+  MPI_Finalize();
+  return ok ? 0 : 1;
 }
 
 /* "contiguous" or "halving", for the summary line. */
@@ -323,6 +356,33 @@ static inline void ex_ooc_report(const blk_master *m, const ex_ooc *o, const cha
       (unsigned long long)st.queues_spilled, (unsigned long long)st.bytes_raw_written,
       (unsigned long long)st.bytes_stored_written, ratio,
       o->spill_in_memory ? "kept in memory" : "in a spill file");
+}
+
+/* ---- the summary ------------------------------------------------------- */
+
+#if defined(__GNUC__)
+#define EX_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define EX_PRINTF(fmt, args)
+#endif
+
+/* Rank 0 prints the example's one summary line, "name: <fmt's text>: PASS"
+ * (or FAIL when !ok), and under it, out-of-core, its storage figures
+ * (ex_ooc_report). The other ranks print nothing. */
+static inline void ex_summary(const blk_master *m, const ex_ooc *o, int ok, const char *name,
+                              const char *fmt, ...) EX_PRINTF(5, 6);
+
+static inline void ex_summary(const blk_master *m, const ex_ooc *o, int ok, const char *name,
+                              const char *fmt, ...) {
+  if (blk_master_rank(m) == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s: ", name);
+    vprintf(fmt, ap);
+    printf(": %s\n", ok ? "PASS" : "FAIL");
+    va_end(ap);
+  }
+  ex_ooc_report(m, o, name);
 }
 
 #endif

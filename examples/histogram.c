@@ -149,20 +149,13 @@ static int check_root(void *block, blk_proxy *p, void *user) {
 }
 
 int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-
   ex_options o = {.blocks = 12, .k = 2, .contiguous = 1, .threads = 2, .seed = 1};
   long long n = 256, bins = 64;
   ex_int_option extra[] = {{"--size", &n, 1, "cells per side of the N x N grid"},
                            {"--bins", &bins, 1, "histogram bins"}};
-  if (!ex_parse(&o, argc, argv, "a histogram of a 2D field by merge-reduce", extra, 2)) {
-    MPI_Finalize();
+  if (!ex_start(&argc, &argv, &o, "a histogram of a 2D field by merge-reduce", extra, 2))
     return o.status;
-  }
+  int size = ex_size();
   setup s = {n, (int)bins, o.seed, NULL};
 
   /* The grid, its blocks, and the merge partners over the same divisions. */
@@ -207,18 +200,15 @@ int main(int argc, char **argv) {
   free(serial);
 
   int ok = ex_ooc_agree(m, &o.ooc, differ == 0 && total == (int64_t)(n * n));
-  if (rank == 0)
-    printf(
-        "histogram: %lldx%lld cells in %d bins, %d blocks (%dx%d) on %d ranks x %d threads, %s, "
-        "merge k=%d %s in %d rounds: root total %lld, %lld bins differ from serial, %.3f s: %s\n",
-        n, n, s.bins, o.blocks, div[0], div[1], size, o.threads, ex_ooc_mode(&o.ooc).s, o.k,
-        ex_order(&o), blk_partners_rounds(partners), (long long)total, (long long)differ, elapsed,
-        ok ? "PASS" : "FAIL");
-  ex_ooc_report(m, &o.ooc, "histogram");
+  ex_summary(m, &o.ooc, ok, "histogram",
+             "%lldx%lld cells in %d bins, %d blocks (%dx%d) on %d ranks x %d threads, %s, merge "
+             "k=%d %s in %d rounds: root total %lld, %lld bins differ from serial, %.3f s",
+             n, n, s.bins, o.blocks, div[0], div[1], size, o.threads, ex_ooc_mode(&o.ooc).s, o.k,
+             ex_order(&o), blk_partners_rounds(partners), (long long)total, (long long)differ,
+             elapsed);
   blk_partners_destroy(partners);
   blk_master_destroy(m);
   blk_assigner_destroy(a);
   blk_decomposer_destroy(s.d);
-  MPI_Finalize();
-  return ok ? 0 : 1;
+  return ex_finish(ok);
 }

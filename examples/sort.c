@@ -277,19 +277,12 @@ static int post_results(void *block, blk_proxy *p, void *user) {
 }
 
 int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-
   ex_options o = {.blocks = 12, .k = 4, .contiguous = 1, .threads = 2, .seed = 1};
   long long keys = 2000;
   ex_int_option extra[] = {{"--keys", &keys, 0, "keys made by each block"}};
-  if (!ex_parse(&o, argc, argv, "a sample sort of 64-bit keys with all_to_all", extra, 1)) {
-    MPI_Finalize();
+  if (!ex_start(&argc, &argv, &o, "a sample sort of 64-bit keys with all_to_all", extra, 1))
     return o.status;
-  }
+  int size = ex_size();
 
   run r = {o.blocks, o.seed, (uint64_t)keys, SUMMARY_INIT};
   /* The serial reference: the input's count, sum and xor of hashes. */
@@ -328,17 +321,14 @@ int main(int argc, char **argv) {
 
   int ok = ex_ooc_agree(m, &o.ooc, errors == 0 && count == (int64_t)r.input.count);
   double average = (double)r.input.count / o.blocks;
-  if (rank == 0)
-    printf(
-        "sort: %llu keys (%lld per block), %d blocks on %d ranks x %d threads, %s, all_to_all "
-        "k=%d %s: %lld keys in buckets, largest %.2f x average; %lld errors in order, count and "
-        "checksums vs serial, %.3f s: %s\n",
-        (unsigned long long)r.input.count, keys, o.blocks, size, o.threads, ex_ooc_mode(&o.ooc).s,
-        o.k, ex_order(&o), (long long)count, average > 0 ? (double)largest / average : 0.0,
-        (long long)errors, elapsed, ok ? "PASS" : "FAIL");
-  ex_ooc_report(m, &o.ooc, "sort");
+  ex_summary(m, &o.ooc, ok, "sort",
+             "%llu keys (%lld per block), %d blocks on %d ranks x %d threads, %s, all_to_all k=%d "
+             "%s: %lld keys in buckets, largest %.2f x average; %lld errors in order, count and "
+             "checksums vs serial, %.3f s",
+             (unsigned long long)r.input.count, keys, o.blocks, size, o.threads,
+             ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o), (long long)count,
+             average > 0 ? (double)largest / average : 0.0, (long long)errors, elapsed);
   blk_master_destroy(m);
   blk_assigner_destroy(a);
-  MPI_Finalize();
-  return ok ? 0 : 1;
+  return ex_finish(ok);
 }

@@ -192,20 +192,13 @@ static int check_stats(void *block, blk_proxy *p, void *user) {
 }
 
 int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-
   ex_options o = {.blocks = 44, .k = 4, .contiguous = 1, .threads = 2, .seed = 1};
   long long values = 1000, vlen = 16;
   ex_int_option extra[] = {{"--values", &values, 0, "values held by each block"},
                            {"--vector", &vlen, 1, "length of the vector of bin sums"}};
-  if (!ex_parse(&o, argc, argv, "per-block statistics combined by all-reduce", extra, 2)) {
-    MPI_Finalize();
+  if (!ex_start(&argc, &argv, &o, "per-block statistics combined by all-reduce", extra, 2))
     return o.status;
-  }
+  int size = ex_size();
   setup su = {o.seed, (uint64_t)values, (int)vlen};
 
   blk_assigner *a = NULL;
@@ -244,19 +237,16 @@ int main(int argc, char **argv) {
   int64_t differ = blk_master_result_i64(m, 0);
 
   int ok = ex_ooc_agree(m, &o.ooc, differ == 0);
-  if (rank == 0)
-    printf(
-        "stats: %d blocks x %lld values and %d bin sums, on %d ranks x %d threads, %s, "
-        "all-reduce k=%d %s in %d rounds: count %lld, sum %.4f, min %.4f, max %.4f; %lld "
-        "differences from serial over all blocks, %.3f s: %s\n",
-        o.blocks, values, su.vlen, size, o.threads, ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o),
-        r.rounds, (long long)want.count, want.sum, want.min, want.max, (long long)differ, elapsed,
-        ok ? "PASS" : "FAIL");
-  ex_ooc_report(m, &o.ooc, "stats");
+  ex_summary(m, &o.ooc, ok, "stats",
+             "%d blocks x %lld values and %d bin sums, on %d ranks x %d threads, %s, all-reduce "
+             "k=%d %s in %d rounds: count %lld, sum %.4f, min %.4f, max %.4f; %lld differences "
+             "from serial over all blocks, %.3f s",
+             o.blocks, values, su.vlen, size, o.threads, ex_ooc_mode(&o.ooc).s, o.k, ex_order(&o),
+             r.rounds, (long long)want.count, want.sum, want.min, want.max, (long long)differ,
+             elapsed);
   free(want.bins);
   blk_partners_destroy(partners);
   blk_master_destroy(m);
   blk_assigner_destroy(a);
-  MPI_Finalize();
-  return ok ? 0 : 1;
+  return ex_finish(ok);
 }
