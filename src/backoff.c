@@ -6,15 +6,15 @@
 #include <time.h>
 
 enum {
-  SPIN_POLLS = 64,   /* about 10-50 us of polling */
-  YIELD_POLLS = 256, /* then give the core away but stay runnable */
+  SPIN_POLLS = 64,    /* about 10-50 us of polling */
+  YIELD_POLLS = 256,  /* then give the core away but stay runnable */
   MAX_SLEEP_NS = 200000
 };
 
-void blk__backoff_idle(blk__backoff *b, int busy) {
+void blk__backoff_idle(blk__backoff *b) {
   unsigned n = ++b->idle;
   if (n <= SPIN_POLLS) return;
-  if (busy || n <= YIELD_POLLS) {
+  if (n <= YIELD_POLLS) {
     sched_yield();
     return;
   }

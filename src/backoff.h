@@ -6,12 +6,6 @@
  * and, when ranks share cores, from the rank being waited for. So after a
  * short burst of polls (cheap, and what keeps small-message latency low) it
  * yields the core, then sleeps, doubling up to a cap. Any progress resets it.
- *
- * It never sleeps while this rank has transfers in flight (busy): a large
- * message moves in a rendezvous that needs both sides to call MPI, and a
- * sleeping side stalls it (measured: a 1 MiB all-reduce at 2 ranks took
- * several times longer when the driver slept). sched_yield still hands the
- * core to any thread or rank that can use it.
  */
 #ifndef BLK_BACKOFF_H
 #define BLK_BACKOFF_H
@@ -20,11 +14,9 @@ typedef struct blk__backoff {
   unsigned idle; /* polls in a row that found nothing */
 } blk__backoff;
 
-static inline void blk__backoff_reset(blk__backoff *b) {
-  b->idle = 0;
-}
+static inline void blk__backoff_reset(blk__backoff *b) { b->idle = 0; }
 
-/* Called after a poll that found nothing; busy: transfers are in flight. */
-void blk__backoff_idle(blk__backoff *b, int busy);
+/* Called after a poll that found nothing. */
+void blk__backoff_idle(blk__backoff *b);
 
 #endif

@@ -357,9 +357,7 @@ const char *blk_master_spill_path(const blk_master *m) {
 void blk_master_stats_log(const blk_master *m) {
   blk_master_stats st;
   blk_master_stats_get(m, &st);
-  double ratio = st.bytes_stored_written
-                     ? (double)st.bytes_raw_written / (double)st.bytes_stored_written
-                     : 0.0;
+  double ratio = st.bytes_stored_written ? (double)st.bytes_raw_written / (double)st.bytes_stored_written : 0.0;
   blk_log(BLK_LOG_INFO,
           "out-of-core: %d blocks in memory (peak %d), %llu loads, %llu evictions, %llu queues "
           "spilled; wrote %llu bytes as %llu (ratio %.2f), read %llu; compress %.3f s, "
@@ -424,8 +422,7 @@ int blk__master_progress_until(blk_master *m, int (*done)(blk_master *m, void *c
     if (progressed)
       blk__backoff_reset(&wait);
     else
-      blk__backoff_idle(&wait,
-                        blk__comm_sends_pending(m->comm) || blk__comm_recvs_pending(m->comm));
+      blk__backoff_idle(&wait);
   }
   return BLK_OK;
 }
