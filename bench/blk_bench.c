@@ -1,0 +1,997 @@
+/*
+ * blk_bench: blk's patterns against the MPI collectives that do the same job,
+ * at equal bytes per rank, in the columns MPI benchmark suites print.
+ *
+ *   merge-reduce    blk_arrays_reduce (TREE)          MPI_Reduce (float sum)
+ *   broadcast       blk_arrays_broadcast (TREE)       MPI_Bcast
+ *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
+ *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT and AUTO   MPI_Allreduce
+ *   all-to-all      blk_all_to_all                    MPI_Alltoall
+ *
+ * "bytes" is the MPI message size: what each rank holds (MPI_Alltoall's
+ * whole send buffer, not the per-pair size OSU and IMB print). With B blocks
+ * per rank each block's array is bytes/B; for all-to-all each block sends
+ * bytes/B/nblocks to every block.
+ *
+ * Timing: every repetition is timed alone between barriers (OSU's loop); a
+ * rank's figure is its mean over the repetitions, and t_min/t_max/t_avg are
+ * the min, max and mean of that figure over ranks (IMB's columns). blk/MPI
+ * is the ratio of the t_avg. Arrays are restored from a saved copy before
+ * each repetition, outside the timer. After the timed repetitions every
+ * result is checked, blk's and MPI's, against closed forms (integer-valued
+ * floats, so sums are exact); a wrong one stops the job with a message.
+ *
+ * The floor: memcpy of one core (rank 0 while the others wait). "inside" and
+ * "across" are the bytes per rank that blk hands between blocks of one rank
+ * and sends to other ranks in one operation, counted from the partners; copy
+ * is the memcpy time of the inside bytes at the bandwidth of one block
+ * array, the floor of the rounds that stay inside a rank.
+ *
+ *   mpiexec -n 2 blk-bench [--sizes 16:16M:4] [--blocks-per-rank 1] [--k 2]
+ *       [--halving] [--threads 1] [--reps N] [--warmup N] [--patterns LIST]
+ *       [--mpi-only | --blk-only] [--csv FILE] [--json FILE]
+ */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#define _DEFAULT_SOURCE         /* MAP_ANONYMOUS */
+#include <blk/blk.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+enum {
+  REDUCE,
+  BROADCAST,
+  REDUCE_SCATTER,
+  ALL_REDUCE_TREE,
+  ALL_REDUCE_SPLIT,
+  ALL_REDUCE_AUTO,
+  ALL_TO_ALL,
+  NPATTERNS
+};
+
+typedef struct pattern_info {
+  const char *name, *blk, *mpi;
+} pattern_info;
+
+static const pattern_info patterns[NPATTERNS] = {
+    {"reduce", "blk_arrays_reduce (TREE)", "MPI_Reduce"},
+    {"broadcast", "blk_arrays_broadcast (TREE)", "MPI_Bcast"},
+    {"reduce_scatter", "blk_arrays_reduce_scatter (SPLIT)", "MPI_Reduce_scatter_block"},
+    {"all_reduce_tree", "blk_arrays_all_reduce (TREE)", "MPI_Allreduce"},
+    {"all_reduce_split", "blk_arrays_all_reduce (SPLIT)", "MPI_Allreduce"},
+    {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
+    {"all_to_all", "blk_all_to_all", "MPI_Alltoall"},
+};
+
+#define MAX_SIZES 64
+#define HEADER_BYTES 16 /* all_to_all's item header: src, dst, size */
+#define PERIOD 1009     /* values repeat with the element index mod this */
+
+typedef struct options {
+  size_t sizes[MAX_SIZES];
+  int nsizes;
+  int blocks_per_rank, k, halving, threads, reps, warmup;
+  int run[NPATTERNS];
+  int mpi_only, blk_only;
+  const char *csv, *json;
+} options;
+
+typedef struct block {
+  int gid;
+  size_t bytes;        /* of data, orig and recv */
+  unsigned char *data; /* the array blk works on */
+  unsigned char *orig; /* its values before an operation */
+  unsigned char *recv; /* all_to_all: what arrived, source s at s * chunk */
+  int arrivals;        /* all_to_all: sources the last receive saw */
+  int bad_src;         /* all_to_all: a source whose message had the wrong size, or -1 */
+  size_t bad_bytes;    /* and its size */
+} block;
+
+typedef struct stats {
+  double tmin, tmax, tavg;
+  int valid;
+} stats;
+
+typedef struct row {
+  int pattern;
+  size_t bytes, block_bytes;
+  int reps;
+  stats blk, mpi;
+  double inside, across, copy;
+} row;
+
+typedef struct bench {
+  options o;
+  int rank, size, nblocks;
+  blk_master *m;
+  blk_assigner *a;
+  int pattern;
+  size_t bytes;                      /* per rank */
+  size_t block_bytes;                /* bytes / B */
+  size_t count;                      /* floats in a block's array */
+  size_t chunk;                      /* all_to_all: bytes from one block to one block */
+  size_t mpi_count;                  /* floats in MPI's buffer */
+  size_t mpi_chunk;                  /* MPI_Alltoall: bytes from one rank to one rank */
+  unsigned char *send, *recv, *orig; /* MPI's buffers */
+  size_t mpi_bytes;                  /* their size */
+  float sum_blocks[PERIOD];          /* sum over gids of value(g, i) by i mod PERIOD */
+  float sum_ranks[PERIOD];           /* the same over ranks */
+} bench;
+
+/* ---------------------------------------------------------------- helpers */
+
+#if defined(__GNUC__)
+static void die(const void *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#endif
+
+/* Says what is wrong, on this rank, and stops every rank. */
+static void die(const void *bp, const char *fmt, ...) {
+  const bench *b = bp;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "blk-bench (rank %d): ", b ? b->rank : -1);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  exit(1); /* MPI_Abort should not return */
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die(NULL, "out of memory (%zu bytes)", n);
+  return p;
+}
+
+/* The benchmark's own arrays come straight from mmap, so that malloc's state
+ * (its mmap and trim thresholds move with every large free) is the library's
+ * alone, the same on every rank: docs/performance.md shows how much blk's
+ * speed depends on it. */
+static void *map_bytes(size_t n) {
+  void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) die(NULL, "out of memory (mmap of %zu bytes)", n);
+  return p;
+}
+
+static void unmap_bytes(void *p, size_t n) {
+  if (p) munmap(p, n ? n : 1);
+}
+
+/* Integer-valued, small: sums over up to a few thousand gids are exact. */
+static float value(int g, size_t i) {
+  return (float)((g * 7 + (int)(i % PERIOD) * 3) % 23 - 11);
+}
+
+static unsigned char byte_of(int src, int dst, size_t j) {
+  return (unsigned char)((size_t)src * 31u + (size_t)dst * 17u + j * 7u + 1u);
+}
+
+static void sums(float *t, int n) {
+  for (size_t i = 0; i < PERIOD; i++) {
+    float s = 0.0f;
+    for (int g = 0; g < n; g++) s += value(g, i);
+    t[i] = s;
+  }
+}
+
+static int is_a2a(int pattern) {
+  return pattern == ALL_TO_ALL;
+}
+
+static int is_all_reduce(int pattern) {
+  return pattern == ALL_REDUCE_TREE || pattern == ALL_REDUCE_SPLIT || pattern == ALL_REDUCE_AUTO;
+}
+
+/* ----------------------------------------------------------------- memcpy */
+
+typedef struct copy_time {
+  size_t bytes;
+  double usec;
+} copy_time;
+
+static copy_time copies[2 * MAX_SIZES];
+static int ncopies;
+
+/* One core's memcpy of n bytes, warm (source and destination touched), in
+ * microseconds per copy: measured on rank 0 alone, the others wait. */
+static double memcpy_usec(const bench *b, size_t n) {
+  for (int i = 0; i < ncopies; i++)
+    if (copies[i].bytes == n) return copies[i].usec;
+  double usec = 0.0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (b->rank == 0 && n > 0) {
+    unsigned char *src = map_bytes(n), *dst = map_bytes(n);
+    memset(src, 1, n);
+    memset(dst, 2, n);
+    long reps = (long)((size_t)256 << 20) / (long)n;
+    if (reps < 20) reps = 20;
+    if (reps > 200000) reps = 200000;
+    for (int w = 0; w < 5; w++) memcpy(dst, src, n);
+    double t0 = MPI_Wtime();
+    for (long r = 0; r < reps; r++) {
+      src[(size_t)r % n] = (unsigned char)r; /* the copy cannot be hoisted */
+      memcpy(dst, src, n);
+    }
+    usec = (MPI_Wtime() - t0) / (double)reps * 1e6;
+    volatile unsigned char sink = dst[n / 2];
+    (void)sink;
+    unmap_bytes(src, n);
+    unmap_bytes(dst, n);
+  }
+  MPI_Bcast(&usec, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (ncopies < (int)(sizeof copies / sizeof copies[0])) copies[ncopies++] = (copy_time){n, usec};
+  return usec;
+}
+
+/* ------------------------------------------------------------- blk blocks */
+
+static void destroy_block(void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  block *bl = data;
+  unmap_bytes(bl->data, bl->bytes);
+  unmap_bytes(bl->orig, bl->bytes);
+  unmap_bytes(bl->recv, bl->bytes);
+  free(bl);
+}
+
+static void *array_of(void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  return ((block *)data)->data;
+}
+
+static block *local_block(const bench *b, int lid) {
+  return blk_master_block(b->m, lid);
+}
+
+/* Sizes every local block's arrays for the current size and pattern and
+ * fills orig (and data) with the starting values. */
+static void setup_blocks(bench *b) {
+  int nlocal = blk_master_local_count(b->m);
+  for (int lid = 0; lid < nlocal; lid++) {
+    block *bl = local_block(b, lid);
+    if (bl->bytes != b->block_bytes) {
+      unmap_bytes(bl->data, bl->bytes);
+      unmap_bytes(bl->orig, bl->bytes);
+      unmap_bytes(bl->recv, bl->bytes);
+      bl->bytes = b->block_bytes;
+      bl->data = map_bytes(bl->bytes);
+      bl->orig = map_bytes(bl->bytes);
+      bl->recv = map_bytes(bl->bytes);
+    }
+    if (is_a2a(b->pattern)) {
+      memset(bl->orig, 0, bl->bytes);
+      for (int d = 0; d < b->nblocks; d++)
+        for (size_t j = 0; j < b->chunk; j++)
+          bl->orig[(size_t)d * b->chunk + j] = byte_of(bl->gid, d, j);
+    } else {
+      float *v = (float *)(void *)bl->orig;
+      for (size_t i = 0; i < b->count; i++) v[i] = value(bl->gid, i);
+    }
+    memcpy(bl->data, bl->orig, bl->bytes);
+    memset(bl->recv, 0, bl->bytes);
+  }
+}
+
+/* ------------------------------------------------------------- operations */
+
+static int a2a_send(void *data, blk_proxy *p, void *user) {
+  const bench *b = user;
+  block *bl = data;
+  for (int d = 0; d < b->nblocks; d++) {
+    int rc = blk_proxy_enqueue_gid(p, d, bl->data + (size_t)d * b->chunk, b->chunk);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int a2a_receive(void *data, blk_proxy *p, void *user) {
+  const bench *b = user;
+  block *bl = data;
+  int n = blk_proxy_in_count(p);
+  for (int i = 0; i < n; i++) {
+    int src = blk_proxy_in_gid(p, i);
+    size_t got = blk_proxy_incoming_remaining(p, i);
+    if (src < 0 || src >= b->nblocks || got != b->chunk) {
+      /* A pool thread may not stop the job (only the master's thread calls
+       * MPI): say what came, fail the callback, blk_run reports it. */
+      bl->bad_src = src;
+      bl->bad_bytes = got;
+      return -1;
+    }
+    blk_proxy_dequeue(p, i, bl->recv + (size_t)src * b->chunk, b->chunk);
+  }
+  bl->arrivals = n;
+  return 0;
+}
+
+static void blk_run(bench *b) {
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = b->count;
+  spec.type = BLK_FLOAT;
+  spec.op = BLK_OP_SUM;
+  spec.k = b->o.k;
+  int rc = 0;
+  switch (b->pattern) {
+    case REDUCE:
+      rc = blk_arrays_reduce(b->m, b->a, &spec);
+      break;
+    case BROADCAST:
+      rc = blk_arrays_broadcast(b->m, b->a, &spec);
+      break;
+    case REDUCE_SCATTER:
+      rc = blk_arrays_reduce_scatter(b->m, b->a, &spec);
+      break;
+    case ALL_REDUCE_TREE:
+    case ALL_REDUCE_SPLIT:
+    case ALL_REDUCE_AUTO:
+      spec.algorithm = b->pattern == ALL_REDUCE_TREE    ? BLK_ARRAYS_TREE
+                       : b->pattern == ALL_REDUCE_SPLIT ? BLK_ARRAYS_SPLIT
+                                                        : BLK_ARRAYS_AUTO;
+      rc = blk_arrays_all_reduce(b->m, b->a, &spec);
+      break;
+    case ALL_TO_ALL:
+      rc = blk_all_to_all(b->m, b->a, b->o.k, !b->o.halving, a2a_send, a2a_receive, b);
+      break;
+  }
+  if (rc) {
+    for (int lid = 0; lid < blk_master_local_count(b->m); lid++) {
+      const block *bl = local_block(b, lid);
+      if (bl->bad_src != -1)
+        die(b, "WRONG RESULT: all_to_all: gid %d got %zu bytes from gid %d, expected %zu", bl->gid,
+            bl->bad_bytes, bl->bad_src, b->chunk);
+    }
+    die(b, "%s failed: %s", patterns[b->pattern].blk, blk_last_error());
+  }
+}
+
+static void blk_prepare(bench *b, int last) {
+  int nlocal = blk_master_local_count(b->m);
+  for (int lid = 0; lid < nlocal; lid++) {
+    block *bl = local_block(b, lid);
+    if (is_a2a(b->pattern)) {
+      if (last) {
+        memset(bl->recv, 0xEE, bl->bytes);
+        bl->arrivals = -1;
+      }
+    } else {
+      memcpy(bl->data, bl->orig, bl->bytes);
+    }
+  }
+}
+
+static void mpi_run(bench *b) {
+  int rc = MPI_SUCCESS, n = (int)b->mpi_count;
+  switch (b->pattern) {
+    case REDUCE:
+      rc = MPI_Reduce(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+      break;
+    case BROADCAST:
+      rc = MPI_Bcast(b->send, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      break;
+    case REDUCE_SCATTER:
+      rc = MPI_Reduce_scatter_block(b->send, b->recv, n / b->size, MPI_FLOAT, MPI_SUM,
+                                    MPI_COMM_WORLD);
+      break;
+    case ALL_TO_ALL:
+      rc = MPI_Alltoall(b->send, (int)b->mpi_chunk, MPI_BYTE, b->recv, (int)b->mpi_chunk, MPI_BYTE,
+                        MPI_COMM_WORLD);
+      break;
+    default:
+      rc = MPI_Allreduce(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      break;
+  }
+  if (rc != MPI_SUCCESS) die(b, "%s failed (MPI error %d)", patterns[b->pattern].mpi, rc);
+}
+
+static void mpi_prepare(bench *b, int last) {
+  if (b->pattern == BROADCAST)
+    memcpy(b->send, b->orig, b->bytes); /* in place: restore every repetition */
+  else if (last)
+    memset(b->recv, 0xFF, b->bytes); /* NaN floats: a result not written shows */
+}
+
+static void setup_mpi(bench *b) {
+  unmap_bytes(b->send, b->mpi_bytes);
+  unmap_bytes(b->recv, b->mpi_bytes);
+  unmap_bytes(b->orig, b->mpi_bytes);
+  b->mpi_bytes = b->bytes;
+  b->send = map_bytes(b->bytes);
+  b->recv = map_bytes(b->bytes);
+  b->orig = map_bytes(b->bytes);
+  if (is_a2a(b->pattern)) {
+    memset(b->orig, 0, b->bytes);
+    for (int q = 0; q < b->size; q++)
+      for (size_t j = 0; j < b->mpi_chunk; j++)
+        b->orig[(size_t)q * b->mpi_chunk + j] = byte_of(b->rank, q, j);
+  } else {
+    float *v = (float *)(void *)b->orig;
+    for (size_t i = 0; i < b->mpi_count; i++) v[i] = value(b->rank, i);
+  }
+  memcpy(b->send, b->orig, b->bytes);
+  memset(b->recv, 0, b->bytes);
+}
+
+/* ----------------------------------------------------------------- checks */
+
+static void check_floats(const bench *b, const char *who, int gid, const float *got, size_t from,
+                         size_t to, const float *want_by_period, int want_gid) {
+  for (size_t i = from; i < to; i++) {
+    float want = want_by_period ? want_by_period[i % PERIOD] : value(want_gid, i);
+    if (got[i] != want)
+      die(b,
+          "WRONG RESULT: %s, %s at %zu bytes per rank: gid/rank %d element %zu is %g, "
+          "expected %g",
+          patterns[b->pattern].name, who, b->bytes, gid, i, (double)got[i], (double)want);
+  }
+}
+
+static void check_blk(const bench *b) {
+  int nlocal = blk_master_local_count(b->m);
+  for (int lid = 0; lid < nlocal; lid++) {
+    const block *bl = local_block(b, lid);
+    const float *v = (const float *)(const void *)bl->data;
+    switch (b->pattern) {
+      case REDUCE:
+        if (bl->gid == 0) check_floats(b, "blk", 0, v, 0, b->count, b->sum_blocks, 0);
+        break;
+      case BROADCAST:
+        check_floats(b, "blk", bl->gid, v, 0, b->count, NULL, 0);
+        break;
+      case REDUCE_SCATTER:
+        check_floats(b, "blk", bl->gid, v, blk_arrays_piece_begin(b->count, b->nblocks, bl->gid),
+                     blk_arrays_piece_begin(b->count, b->nblocks, bl->gid + 1), b->sum_blocks, 0);
+        break;
+      case ALL_TO_ALL:
+        if (b->chunk && bl->arrivals != b->nblocks)
+          die(b, "WRONG RESULT: all_to_all, blk: gid %d heard from %d blocks, expected %d", bl->gid,
+              bl->arrivals, b->nblocks);
+        for (int s = 0; s < b->nblocks; s++)
+          for (size_t j = 0; j < b->chunk; j++) {
+            unsigned char got = bl->recv[(size_t)s * b->chunk + j], want = byte_of(s, bl->gid, j);
+            if (got != want)
+              die(b,
+                  "WRONG RESULT: all_to_all, blk at %zu bytes per rank: gid %d byte %zu from gid "
+                  "%d is %u, expected %u",
+                  b->bytes, bl->gid, j, s, got, want);
+          }
+        break;
+      default:
+        check_floats(b, "blk", bl->gid, v, 0, b->count, b->sum_blocks, 0);
+        break;
+    }
+  }
+}
+
+static void check_mpi(const bench *b) {
+  const float *recv = (const float *)(const void *)b->recv;
+  const float *send = (const float *)(const void *)b->send;
+  switch (b->pattern) {
+    case REDUCE:
+      if (b->rank == 0) check_floats(b, "MPI", 0, recv, 0, b->mpi_count, b->sum_ranks, 0);
+      break;
+    case BROADCAST:
+      check_floats(b, "MPI", b->rank, send, 0, b->mpi_count, NULL, 0);
+      break;
+    case REDUCE_SCATTER: {
+      size_t rc = b->mpi_count / (size_t)b->size, off = (size_t)b->rank * rc;
+      for (size_t i = 0; i < rc; i++)
+        if (recv[i] != b->sum_ranks[(off + i) % PERIOD])
+          die(b, "WRONG RESULT: reduce_scatter, MPI: rank %d element %zu is %g, expected %g",
+              b->rank, i, (double)recv[i], (double)b->sum_ranks[(off + i) % PERIOD]);
+      break;
+    }
+    case ALL_TO_ALL:
+      for (int q = 0; q < b->size; q++)
+        for (size_t j = 0; j < b->mpi_chunk; j++)
+          if (b->recv[(size_t)q * b->mpi_chunk + j] != byte_of(q, b->rank, j))
+            die(b, "WRONG RESULT: all_to_all, MPI: rank %d byte %zu from rank %d", b->rank, j, q);
+      break;
+    default:
+      check_floats(b, "MPI", b->rank, recv, 0, b->mpi_count, b->sum_ranks, 0);
+      break;
+  }
+}
+
+/* ----------------------------------------------------------------- timing */
+
+static stats time_loop(bench *b, void (*run)(bench *), void (*prepare)(bench *, int), int reps,
+                       int warmup) {
+  for (int w = 0; w < warmup; w++) {
+    prepare(b, 0);
+    run(b);
+  }
+  double total = 0.0;
+  for (int r = 0; r < reps; r++) {
+    prepare(b, r == reps - 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    run(b);
+    total += MPI_Wtime() - t0;
+  }
+  double mean = total / reps * 1e6, lo, hi, sum;
+  MPI_Allreduce(&mean, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mean, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&mean, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return (stats){lo, hi, sum / b->size, 1};
+}
+
+static int auto_reps(size_t bytes) {
+  size_t r = ((size_t)1 << 30) / (bytes ? bytes : 1);
+  return r < 50 ? 50 : r > 2000 ? 2000 : (int)r;
+}
+
+/* ---------------------------------------------------------------- traffic */
+
+/* The gid range a block holds in SPLIT after `done` swap rounds in halving
+ * order (blk/arrays.h: each round splits the range k_e ways). */
+static void split_share(const blk_partners *p, int n, int gid, int done, int *lo, int *hi) {
+  *lo = 0;
+  *hi = n;
+  for (int e = 0; e < done; e++) {
+    int k = blk_partners_round_radix(p, e), width = (*hi - *lo) / k;
+    *lo += blk_partners_round_position(p, e, gid) * width;
+    *hi = *lo + width;
+  }
+}
+
+static double piece_bytes(const bench *b, int lo, int hi) {
+  return (double)(blk_arrays_piece_begin(b->count, b->nblocks, hi) -
+                  blk_arrays_piece_begin(b->count, b->nblocks, lo)) *
+         sizeof(float);
+}
+
+static void account(const bench *b, int from, int to, double bytes, double *inside,
+                    double *across) {
+  if (from == to) return; /* a message to itself is empty or a hand-over */
+  if (blk_assigner_rank(b->a, from) == blk_assigner_rank(b->a, to))
+    *inside += bytes;
+  else
+    *across += bytes;
+}
+
+/* Bytes per rank (mean over ranks) that one operation moves between blocks
+ * of one rank and between ranks, from the partners and the algorithms'
+ * message sizes documented in blk/arrays.h and blk/all_to_all.h. */
+static void traffic(const bench *b, double *inside, double *across) {
+  *inside = *across = 0.0;
+  int n = b->nblocks, split = b->pattern == REDUCE_SCATTER || b->pattern == ALL_REDUCE_SPLIT ||
+                              (b->pattern == ALL_REDUCE_AUTO &&
+                               b->count * sizeof(float) >= (size_t)BLK_ARRAYS_SPLIT_BYTES);
+  int *gids = xmalloc((size_t)n * sizeof *gids);
+  blk_partners *p = NULL;
+  int rc = 0;
+  if (is_a2a(b->pattern)) {
+    rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, !b->o.halving);
+    if (rc) die(b, "partners: %s", blk_last_error());
+    int R = blk_partners_rounds(p);
+    /* Where item (s, d) is after each round: at the member of its group whose
+     * position is d's digit. */
+    int *at = xmalloc((size_t)n * (size_t)n * sizeof *at);
+    for (int s = 0; s < n; s++)
+      for (int d = 0; d < n; d++) at[s * n + d] = s;
+    double item = (double)(b->chunk + HEADER_BYTES);
+    for (int e = 0; e < R && b->chunk; e++)
+      for (int x = 0; x < n * n; x++) {
+        int d = x % n, here = at[x];
+        blk_partners_out(p, e, here, gids, n);
+        int there = gids[blk_partners_round_position(p, e, d)];
+        account(b, here, there, item, inside, across);
+        at[x] = there;
+      }
+    free(at);
+  } else if (split) {
+    rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, 0);
+    if (rc) die(b, "partners: %s", blk_last_error());
+    int R = blk_partners_rounds(p);
+    for (int e = 0; e < R; e++)
+      for (int g = 0; g < n; g++) {
+        int lo, hi, k = blk_partners_out(p, e, g, gids, n);
+        split_share(p, n, g, e, &lo, &hi);
+        int width = (hi - lo) / k;
+        for (int j = 0; j < k; j++)
+          account(b, g, gids[j], piece_bytes(b, lo + j * width, lo + (j + 1) * width), inside,
+                  across);
+        if (b->pattern == REDUCE_SCATTER) continue;
+        /* the all-gather runs the same groups backwards: what a block sent
+         * in scatter round e it gets back, whole, in gather round R-1-e */
+        split_share(p, n, g, e + 1, &lo, &hi);
+        for (int j = 0; j < k; j++) account(b, g, gids[j], piece_bytes(b, lo, hi), inside, across);
+      }
+  } else {
+    blk_pattern pat = b->pattern == REDUCE      ? BLK_MERGE
+                      : b->pattern == BROADCAST ? BLK_BROADCAST
+                                                : BLK_ALLREDUCE;
+    rc = blk_partners_create(&p, pat, 1, &n, b->o.k, 1);
+    if (rc) die(b, "partners: %s", blk_last_error());
+    int R = blk_partners_rounds(p);
+    for (int r = 0; r < R; r++)
+      for (int g = 0; g < n; g++) {
+        if (!blk_partners_active(p, r, g)) continue;
+        int k = blk_partners_out(p, r, g, gids, n);
+        for (int j = 0; j < k; j++)
+          account(b, g, gids[j], (double)b->count * sizeof(float), inside, across);
+      }
+  }
+  blk_partners_destroy(p);
+  free(gids);
+  *inside /= b->size;
+  *across /= b->size;
+}
+
+/* ----------------------------------------------------------------- output */
+
+static void print_header(const bench *b, int pattern) {
+  const char *order =
+      pattern == ALL_TO_ALL ? (b->o.halving ? ", halving order" : ", contiguous order")
+      : pattern == REDUCE_SCATTER || pattern == ALL_REDUCE_SPLIT ? ", halving order (fixed)"
+      : pattern == ALL_REDUCE_AUTO                               ? ""
+                                                                 : ", contiguous order (fixed)";
+  printf("\n### %s: %s vs %s\n\n", patterns[pattern].name, patterns[pattern].blk,
+         patterns[pattern].mpi);
+  printf(
+      "%d ranks x %d blocks per rank, k = %d%s, %d thread%s per rank; block array = bytes / "
+      "%d%s\n\n",
+      b->size, b->o.blocks_per_rank, b->o.k, order, b->o.threads, b->o.threads > 1 ? "s" : "",
+      b->o.blocks_per_rank,
+      pattern == ALL_TO_ALL ? ", each block sends block bytes / nblocks to every block" : "");
+  printf(
+      "| bytes | block bytes | repetitions | blk t_min[usec] | blk t_max[usec] | blk t_avg[usec] "
+      "| MPI t_min[usec] | MPI t_max[usec] | MPI t_avg[usec] | blk/MPI | inside | across "
+      "| copy[usec] | blk/copy |\n");
+  printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  fflush(stdout);
+}
+
+static void print_time(double t) {
+  if (t < 100)
+    printf(" %.2f |", t);
+  else if (t < 10000)
+    printf(" %.1f |", t);
+  else
+    printf(" %.0f |", t);
+}
+
+static void print_row(const row *r) {
+  printf("| %zu | %zu | %d |", r->bytes, r->block_bytes, r->reps);
+  const stats *s[2] = {&r->blk, &r->mpi};
+  for (int i = 0; i < 2; i++) {
+    if (!s[i]->valid) {
+      printf(" - | - | - |");
+      continue;
+    }
+    print_time(s[i]->tmin);
+    print_time(s[i]->tmax);
+    print_time(s[i]->tavg);
+  }
+  if (r->blk.valid && r->mpi.valid)
+    printf(" %.2f |", r->blk.tavg / r->mpi.tavg);
+  else
+    printf(" - |");
+  printf(" %.0f | %.0f |", r->inside, r->across);
+  if (r->blk.valid && r->inside > 0) {
+    print_time(r->copy);
+    printf(" %.2f |\n", r->blk.tavg / r->copy);
+  } else {
+    printf(" - | - |\n");
+  }
+  fflush(stdout);
+}
+
+static void write_file(const bench *b, const row *rows, int nrows, int json) {
+  const char *path = json ? b->o.json : b->o.csv;
+  FILE *f = fopen(path, "w");
+  if (!f) die(b, "cannot write %s", path);
+  if (json)
+    fprintf(f, "[\n");
+  else
+    fprintf(f,
+            "pattern,blk,mpi,ranks,blocks_per_rank,k,halving,threads,bytes,block_bytes,"
+            "repetitions,blk_t_min_usec,blk_t_max_usec,blk_t_avg_usec,mpi_t_min_usec,"
+            "mpi_t_max_usec,mpi_t_avg_usec,ratio,inside_bytes,across_bytes,copy_usec\n");
+  for (int i = 0; i < nrows; i++) {
+    const row *r = &rows[i];
+    double nan = NAN;
+    double v[8] = {r->blk.valid ? r->blk.tmin : nan,
+                   r->blk.valid ? r->blk.tmax : nan,
+                   r->blk.valid ? r->blk.tavg : nan,
+                   r->mpi.valid ? r->mpi.tmin : nan,
+                   r->mpi.valid ? r->mpi.tmax : nan,
+                   r->mpi.valid ? r->mpi.tavg : nan,
+                   r->blk.valid && r->mpi.valid ? r->blk.tavg / r->mpi.tavg : nan,
+                   r->inside > 0 ? r->copy : nan};
+    if (json) {
+      fprintf(f,
+              "  {\"pattern\": \"%s\", \"blk\": \"%s\", \"mpi\": \"%s\", \"ranks\": %d, "
+              "\"blocks_per_rank\": %d, \"k\": %d, \"halving\": %d, \"threads\": %d, "
+              "\"bytes\": %zu, \"block_bytes\": %zu, \"repetitions\": %d",
+              patterns[r->pattern].name, patterns[r->pattern].blk, patterns[r->pattern].mpi,
+              b->size, b->o.blocks_per_rank, b->o.k, b->o.halving, b->o.threads, r->bytes,
+              r->block_bytes, r->reps);
+      static const char *names[8] = {"blk_t_min_usec", "blk_t_max_usec", "blk_t_avg_usec",
+                                     "mpi_t_min_usec", "mpi_t_max_usec", "mpi_t_avg_usec",
+                                     "ratio",          "copy_usec"};
+      for (int j = 0; j < 8; j++) {
+        if (isnan(v[j]))
+          fprintf(f, ", \"%s\": null", names[j]);
+        else
+          fprintf(f, ", \"%s\": %.4f", names[j], v[j]);
+      }
+      fprintf(f, ", \"inside_bytes\": %.0f, \"across_bytes\": %.0f}%s\n", r->inside, r->across,
+              i + 1 < nrows ? "," : "");
+    } else {
+      fprintf(f, "%s,%s,%s,%d,%d,%d,%d,%d,%zu,%zu,%d", patterns[r->pattern].name,
+              patterns[r->pattern].blk, patterns[r->pattern].mpi, b->size, b->o.blocks_per_rank,
+              b->o.k, b->o.halving, b->o.threads, r->bytes, r->block_bytes, r->reps);
+      for (int j = 0; j < 7; j++) {
+        if (isnan(v[j]))
+          fprintf(f, ",");
+        else
+          fprintf(f, ",%.4f", v[j]);
+      }
+      fprintf(f, ",%.0f,%.0f", r->inside, r->across);
+      if (isnan(v[7]))
+        fprintf(f, ",\n");
+      else
+        fprintf(f, ",%.4f\n", v[7]);
+    }
+  }
+  if (json) fprintf(f, "]\n");
+  fclose(f);
+}
+
+/* ---------------------------------------------------------------- options */
+
+static const char usage[] =
+    "usage: mpiexec -n P blk-bench [options]\n"
+    "  --sizes FROM:TO:FACTOR | S,S,...  bytes per rank (K, M, G = KiB, MiB, GiB);\n"
+    "                                   default 16:16M:4\n"
+    "  --blocks-per-rank B              blocks on each rank (default 1); block array = bytes/B\n"
+    "  --k K                            radix of blk's rounds (default 2)\n"
+    "  --halving                        all_to_all in halving order (default contiguous);\n"
+    "                                   the array collectives fix their order\n"
+    "  --threads T                      blk's threads per rank (default 1)\n"
+    "  --reps N                         timed repetitions (default by size: 1 GiB / bytes,\n"
+    "                                   between 50 and 2000)\n"
+    "  --warmup N                       untimed repetitions first (default reps / 10, >= 2)\n"
+    "  --patterns LIST                  of reduce, broadcast, reduce_scatter, all_reduce (its\n"
+    "                                   three), all_reduce_tree, all_reduce_split,\n"
+    "                                   all_reduce_auto, all_to_all, all (the default)\n"
+    "  --mpi-only | --blk-only          time one side only\n"
+    "  --csv FILE, --json FILE          also write the rows to FILE\n";
+
+static size_t parse_bytes(const char *s, int *ok) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  double mult = 1.0;
+  if (end && (*end == 'K' || *end == 'k'))
+    mult = 1024.0, end++;
+  else if (end && (*end == 'M' || *end == 'm'))
+    mult = 1048576.0, end++;
+  else if (end && (*end == 'G' || *end == 'g'))
+    mult = 1073741824.0, end++;
+  if (end && (*end == 'B' || *end == 'b')) end++;
+  if (!end || end == s || (*end && *end != ':' && *end != ',') || v < 0) *ok = 0;
+  return (size_t)(v * mult);
+}
+
+static int parse_sizes(options *o, const char *arg) {
+  int ok = 1;
+  o->nsizes = 0;
+  if (strchr(arg, ':')) {
+    const char *b2 = strchr(arg, ':') + 1, *c = strchr(b2, ':');
+    if (!c) return 0;
+    size_t from = parse_bytes(arg, &ok), to = parse_bytes(b2, &ok);
+    size_t factor = (size_t)atol(c + 1);
+    if (!ok || from == 0 || factor < 2 || to < from) return 0;
+    for (size_t s = from; s <= to && o->nsizes < MAX_SIZES; s *= factor) o->sizes[o->nsizes++] = s;
+    return 1;
+  }
+  for (const char *p = arg; p && *p && o->nsizes < MAX_SIZES;) {
+    o->sizes[o->nsizes++] = parse_bytes(p, &ok);
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  return ok && o->nsizes > 0;
+}
+
+static int parse_patterns(options *o, const char *arg) {
+  memset(o->run, 0, sizeof o->run);
+  char list[512];
+  snprintf(list, sizeof list, "%s", arg);
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    if (!strcmp(t, "all")) {
+      for (int i = 0; i < NPATTERNS; i++) o->run[i] = 1;
+      found = 1;
+    }
+    if (!strcmp(t, "all_reduce")) {
+      o->run[ALL_REDUCE_TREE] = o->run[ALL_REDUCE_SPLIT] = o->run[ALL_REDUCE_AUTO] = 1;
+      found = 1;
+    }
+    for (int i = 0; i < NPATTERNS; i++)
+      if (!strcmp(t, patterns[i].name)) o->run[i] = found = 1;
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+static int parse(options *o, int argc, char **argv, int rank) {
+  memset(o, 0, sizeof *o);
+  parse_sizes(o, "16:16M:4");
+  o->blocks_per_rank = 1;
+  o->k = 2;
+  o->threads = 1;
+  o->warmup = -1; /* by size */
+  for (int i = 0; i < NPATTERNS; i++) o->run[i] = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int ok = 1, takes = 1;
+    if (!strcmp(a, "--sizes") && v)
+      ok = parse_sizes(o, v);
+    else if (!strcmp(a, "--blocks-per-rank") && v)
+      ok = (o->blocks_per_rank = atoi(v)) >= 1;
+    else if (!strcmp(a, "--k") && v)
+      ok = (o->k = atoi(v)) >= 2;
+    else if (!strcmp(a, "--threads") && v)
+      ok = (o->threads = atoi(v)) >= 1;
+    else if (!strcmp(a, "--reps") && v)
+      ok = (o->reps = atoi(v)) >= 1;
+    else if (!strcmp(a, "--warmup") && v)
+      ok = (o->warmup = atoi(v)) >= 0;
+    else if (!strcmp(a, "--patterns") && v)
+      ok = parse_patterns(o, v);
+    else if (!strcmp(a, "--csv") && v)
+      o->csv = v;
+    else if (!strcmp(a, "--json") && v)
+      o->json = v;
+    else if (!strcmp(a, "--halving"))
+      o->halving = 1, takes = 0;
+    else if (!strcmp(a, "--mpi-only"))
+      o->mpi_only = 1, takes = 0;
+    else if (!strcmp(a, "--blk-only"))
+      o->blk_only = 1, takes = 0;
+    else
+      ok = 0;
+    if (!ok || (o->mpi_only && o->blk_only)) {
+      if (rank == 0) fprintf(stderr, "blk-bench: bad option near '%s'\n%s", a, usage);
+      return 0;
+    }
+    i += takes;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  static bench bb;
+  bench *b = &bb;
+  MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &b->size);
+  if (!parse(&b->o, argc, argv, b->rank)) {
+    MPI_Finalize();
+    return 2;
+  }
+  const options *o = &b->o;
+  b->nblocks = b->size * o->blocks_per_rank;
+  if (blk_assigner_create_contiguous(&b->a, b->size, b->nblocks))
+    die(b, "assigner: %s", blk_last_error());
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = o->threads;
+  mc.destroy = destroy_block;
+  if (blk_master_create(&b->m, MPI_COMM_WORLD, &mc)) die(b, "master: %s", blk_last_error());
+  int *gids = xmalloc((size_t)b->nblocks * sizeof *gids);
+  int nlocal = blk_assigner_local_gids(b->a, b->rank, gids, b->nblocks);
+  for (int i = 0; i < nlocal; i++) {
+    block *bl = calloc(1, sizeof *bl);
+    if (!bl) die(b, "out of memory");
+    bl->gid = gids[i];
+    bl->bad_src = -1;
+    if (blk_master_add(b->m, gids[i], bl, NULL, 0)) die(b, "add: %s", blk_last_error());
+  }
+  free(gids);
+  sums(b->sum_blocks, b->nblocks);
+  sums(b->sum_ranks, b->size);
+
+  if (b->rank == 0) {
+    printf(
+        "blk-bench: %d ranks x %d blocks per rank (%d blocks), k = %d, %d thread%s per rank, "
+        "MPI thread level %d\n",
+        b->size, o->blocks_per_rank, b->nblocks, o->k, o->threads, o->threads > 1 ? "s" : "",
+        provided);
+    printf(
+        "bytes = bytes per rank = the MPI message size (MPI_Alltoall: the whole send buffer); "
+        "each block's array is bytes / %d.\n",
+        o->blocks_per_rank);
+    printf(
+        "Times in usec: each repetition timed alone between barriers; t_min/t_max/t_avg = "
+        "min/max/mean over ranks of each rank's mean; blk/MPI = ratio of t_avg.\n");
+    printf(
+        "inside/across: bytes per rank blk moves between blocks of a rank / to other ranks; "
+        "copy = memcpy time of the inside bytes (one core); every result is checked.\n");
+    printf("\n### memcpy floor: one core (rank 0, the others idle), warm buffers\n\n");
+    printf("| bytes | t[usec] | GB/s |\n|---:|---:|---:|\n");
+  }
+  for (int i = 0; i < o->nsizes; i++) {
+    double t = memcpy_usec(b, o->sizes[i]);
+    if (b->rank == 0) {
+      printf("| %zu |", o->sizes[i]);
+      print_time(t);
+      printf(" %.1f |\n", t > 0 ? (double)o->sizes[i] / t * 1e-3 : 0.0);
+    }
+  }
+
+  row *rows = xmalloc((size_t)(NPATTERNS * o->nsizes) * sizeof *rows);
+  int nrows = 0;
+  stats allreduce_mpi[MAX_SIZES];
+  memset(allreduce_mpi, 0, sizeof allreduce_mpi);
+  for (int pat = 0; pat < NPATTERNS; pat++) {
+    if (!o->run[pat]) continue;
+    b->pattern = pat;
+    if (b->rank == 0) print_header(b, pat);
+    for (int si = 0; si < o->nsizes; si++) {
+      size_t bytes = o->sizes[si];
+      row r;
+      memset(&r, 0, sizeof r);
+      r.pattern = pat;
+      r.bytes = bytes;
+      r.block_bytes = bytes / (size_t)o->blocks_per_rank;
+      b->bytes = bytes;
+      b->block_bytes = r.block_bytes;
+      b->count = b->block_bytes / sizeof(float);
+      b->chunk = b->block_bytes / (size_t)b->nblocks;
+      b->mpi_count = bytes / sizeof(float);
+      b->mpi_chunk = bytes / (size_t)b->size;
+      int blk_ok = !o->mpi_only && (is_a2a(pat) ? b->chunk > 0 : b->count > 0);
+      int mpi_ok = !o->blk_only && (is_a2a(pat)             ? b->mpi_chunk > 0
+                                    : pat == REDUCE_SCATTER ? b->mpi_count >= (size_t)b->size
+                                                            : b->mpi_count > 0);
+      if (pat == REDUCE_SCATTER) b->mpi_count -= b->mpi_count % (size_t)b->size;
+      r.reps = o->reps ? o->reps : auto_reps(bytes);
+      int warmup = o->warmup >= 0 ? o->warmup : r.reps / 10 < 2 ? 2 : r.reps / 10;
+      if (mpi_ok) {
+        if (is_all_reduce(pat) && allreduce_mpi[si].valid) {
+          r.mpi = allreduce_mpi[si];
+        } else {
+          setup_mpi(b);
+          r.mpi = time_loop(b, mpi_run, mpi_prepare, r.reps, warmup);
+          check_mpi(b);
+          if (is_all_reduce(pat)) allreduce_mpi[si] = r.mpi;
+        }
+      }
+      if (blk_ok) {
+        setup_blocks(b);
+        r.blk = time_loop(b, blk_run, blk_prepare, r.reps, warmup);
+        check_blk(b);
+        traffic(b, &r.inside, &r.across);
+        double per_block = memcpy_usec(b, b->block_bytes);
+        r.copy = r.inside / (double)b->block_bytes * per_block;
+      }
+      if (!blk_ok && !mpi_ok) continue;
+      if (b->rank == 0) print_row(&r);
+      rows[nrows++] = r;
+    }
+  }
+  if (b->rank == 0) {
+    if (o->csv) write_file(b, rows, nrows, 0);
+    if (o->json) write_file(b, rows, nrows, 1);
+  }
+  free(rows);
+  unmap_bytes(b->send, b->mpi_bytes);
+  unmap_bytes(b->recv, b->mpi_bytes);
+  unmap_bytes(b->orig, b->mpi_bytes);
+  blk_master_destroy(b->m);
+  blk_assigner_destroy(b->a);
+  MPI_Finalize();
+  return 0;
+}
