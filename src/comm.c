@@ -24,9 +24,9 @@
 #endif
 
 #include <limits.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fail.h"
 #include "logger.h"
@@ -38,6 +38,13 @@ enum { TAG_HEADER = 1, TAG_PAYLOAD = 2 };
 #define EAGER_BYTES ((size_t)16384)
 /* The largest piece of a payload: MPI counts are int. */
 #define PIECE_BYTES ((size_t)1 << 30)
+/* Payload storage of finished sends and receives is kept for the next
+ * receives: fresh memory costs a page fault per 4 KiB on first touch (2-2.6 us
+ * each on the development VM, 20-60x a memcpy of the page), which dominated
+ * large messages (docs/performance.md). Up to CACHE_SLOTS buffers and
+ * CACHE_MAX_BYTES in all. */
+#define CACHE_SLOTS 16
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
 
 typedef struct send_rec {
   MPI_Request *reqs; /* [0] header, then payload pieces */
@@ -62,7 +69,10 @@ struct blk__comm {
   recv_rec **recvs;
   size_t nrecvs, cap_recvs;
   size_t unmatched;
-  unsigned char *scratch; /* header receive buffer, EAGER_BYTES + header */
+  unsigned char *scratch;        /* header receive buffer, EAGER_BYTES + header */
+  blk_buffer cache[CACHE_SLOTS]; /* payload storage kept for reuse */
+  int ncache;
+  size_t cache_bytes;
 };
 
 /* The panic path. MPI_Abort makes the launcher kill every rank, and output
@@ -107,16 +117,60 @@ fail:
   return rc;
 }
 
-static void free_send(send_rec *s) {
+/* Keeps b's storage for a later receive (b is left empty), or frees it. A
+ * full cache drops its smallest buffer for a larger one. */
+static void cache_give(blk__comm *c, blk_buffer *b) {
+  if (b->capacity <= EAGER_BYTES || b->capacity > CACHE_MAX_BYTES) {
+    blk_buffer_free(b);
+    return;
+  }
+  if (c->ncache == CACHE_SLOTS) {
+    int smallest = 0;
+    for (int i = 1; i < c->ncache; i++)
+      if (c->cache[i].capacity < c->cache[smallest].capacity) smallest = i;
+    if (c->cache[smallest].capacity >= b->capacity) {
+      blk_buffer_free(b);
+      return;
+    }
+    c->cache_bytes -= c->cache[smallest].capacity;
+    blk_buffer_free(&c->cache[smallest]);
+    c->cache[smallest] = c->cache[--c->ncache];
+  }
+  while (c->cache_bytes + b->capacity > CACHE_MAX_BYTES && c->ncache > 0) {
+    c->cache_bytes -= c->cache[c->ncache - 1].capacity;
+    blk_buffer_free(&c->cache[--c->ncache]);
+  }
+  blk_buffer_clear(b);
+  c->cache[c->ncache++] = *b;
+  c->cache_bytes += b->capacity;
+  blk_buffer_init(b);
+}
+
+/* Gives the empty buffer b room for size bytes: the smallest cached storage
+ * that fits, or new memory. BLK_ENOMEM. */
+static int cache_take(blk__comm *c, blk_buffer *b, size_t size) {
+  int best = -1;
+  for (int i = 0; i < c->ncache; i++)
+    if (c->cache[i].capacity >= size &&
+        (best < 0 || c->cache[i].capacity < c->cache[best].capacity))
+      best = i;
+  if (best < 0) return blk_buffer_reserve(b, size);
+  *b = c->cache[best];
+  c->cache_bytes -= b->capacity;
+  c->cache[best] = c->cache[--c->ncache];
+  return BLK_OK;
+}
+
+static void free_send(blk__comm *c, send_rec *s) {
   free(s->reqs);
   free(s->header);
-  blk_buffer_free(&s->payload);
+  cache_give(c, &s->payload);
   free(s);
 }
 
-static void free_recv(recv_rec *r) {
+static void free_recv(blk__comm *c, recv_rec *r) {
   free(r->reqs);
-  blk_buffer_free(&r->payload);
+  cache_give(c, &r->payload);
   free(r);
 }
 
@@ -127,7 +181,7 @@ void blk__comm_destroy(blk__comm *c) {
    * storage before would let MPI read freed memory. */
   for (size_t i = 0; i < c->nsends; i++) {
     MPI_Waitall(c->sends[i]->nreq, c->sends[i]->reqs, MPI_STATUSES_IGNORE);
-    free_send(c->sends[i]);
+    free_send(c, c->sends[i]);
   }
   /* Receives can only be left by an operation that failed half-way. */
   for (size_t i = 0; i < c->nrecvs; i++) {
@@ -136,8 +190,9 @@ void blk__comm_destroy(blk__comm *c) {
         MPI_Cancel(&c->recvs[i]->reqs[j]);
         MPI_Request_free(&c->recvs[i]->reqs[j]);
       }
-    free_recv(c->recvs[i]);
+    free_recv(c, c->recvs[i]);
   }
+  for (int i = 0; i < c->ncache; i++) blk_buffer_free(&c->cache[i]);
   free(c->sends);
   free(c->recvs);
   free(c->scratch);
@@ -228,14 +283,14 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   if (push_ptr((void ***)&c->sends, &c->nsends, &c->cap_sends, s)) {
     /* The MPI requests are live: wait for them rather than lose the send. */
     MPI_Waitall(s->nreq, s->reqs, MPI_STATUSES_IGNORE);
-    free_send(s);
+    free_send(c, s);
     return blk__fail(BLK_ENOMEM, "comm: no memory to track a send to rank %d", dst);
   }
   c->unmatched += (size_t)synchronous;
   return BLK_OK;
 fail:
   if (s->payload.data) blk_buffer_swap(&s->payload, payload);
-  free_send(s);
+  free_send(c, s);
   return rc;
 }
 
@@ -257,7 +312,7 @@ static int progress_sends(blk__comm *c, int *progressed) {
     if (rc != MPI_SUCCESS) return blk__comm_check(rc, "MPI_Testall");
     if (flag) {
       if (s->unmatched) c->unmatched--;
-      free_send(s);
+      free_send(c, s);
       *progressed = 1;
     } else {
       c->sends[kept++] = s;
@@ -288,8 +343,8 @@ static int receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int 
   memcpy(&r->msg, c->scratch, sizeof r->msg);
   size_t size = (size_t)r->msg.size;
   int pieces = npieces(size);
-  if (size && blk_buffer_reserve(&r->payload, size)) {
-    free_recv(r);
+  if (size && (pieces ? cache_take(c, &r->payload, size) : blk_buffer_reserve(&r->payload, size))) {
+    free_recv(c, r);
     return blk__fail(BLK_ENOMEM, "comm: no memory for a %zu-byte message from rank %d", size,
                      st.MPI_SOURCE);
   }
@@ -297,13 +352,13 @@ static int receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int 
   if (!pieces) {
     if (size) memcpy(r->payload.data, c->scratch + sizeof r->msg, size);
     deliver(&r->msg, &r->payload, ctx);
-    free_recv(r);
+    free_recv(c, r);
     return BLK_OK;
   }
   r->nreq = pieces;
   r->reqs = malloc((size_t)pieces * sizeof *r->reqs);
   if (!r->reqs) {
-    free_recv(r);
+    free_recv(c, r);
     return blk__fail(BLK_ENOMEM, "comm: no memory for the receive of %d pieces", pieces);
   }
   for (int i = 0; i < pieces; i++) r->reqs[i] = MPI_REQUEST_NULL;
@@ -327,7 +382,7 @@ static int progress_recvs(blk__comm *c, blk__deliver_fn deliver, void *ctx, int 
     if (rc != MPI_SUCCESS) return blk__comm_check(rc, "MPI_Testall");
     if (flag) {
       deliver(&r->msg, &r->payload, ctx);
-      free_recv(r);
+      free_recv(c, r);
       *progressed = 1;
     } else {
       c->recvs[kept++] = r;
