@@ -36,7 +36,7 @@ typedef struct job {
   const blk_partners *p;
   int nblocks;
   size_t elem;
-  int gather; /* SPLIT's second half */
+  int copy; /* tree rounds copy what arrives (broadcasting) instead of combining */
 } job;
 
 static size_t type_size(blk_type t) {
@@ -136,7 +136,7 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
     if (blk_proxy_in_gid(p, i) == gid) continue; /* own data is in place */
     check_size(p, i, bytes);
     const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
-    if (j->gather)
+    if (j->copy)
       memcpy(a, in, bytes);
     else
       combine(j->spec->type, j->spec->op, a, in, j->spec->count);
@@ -229,14 +229,14 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
 
 /* Runs one pattern with one of the round functions above. */
 static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk_pattern pattern,
-               int contiguous, blk_reduce_fn fn, int gather) {
+               int contiguous, blk_reduce_fn fn, int copy) {
   size_t elem = 0;
   int rc = check_spec(a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
   blk_partners *p = NULL;
   if ((rc = blk_partners_create(&p, pattern, 1, &n, spec->k, contiguous))) return rc;
-  job j = {spec, p, n, elem, gather};
+  job j = {spec, p, n, elem, copy};
   rc = blk_reduce(m, a, p, fn, &j);
   blk_partners_destroy(p);
   return rc;
@@ -252,7 +252,7 @@ typedef struct tree_job {
 static int tree_allreduce_round(void *block, blk_proxy *p, void *user) {
   tree_job *t = user;
   job j = t->j;
-  j.gather = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
+  j.copy = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
   return tree_round(block, p, &j);
 }
 

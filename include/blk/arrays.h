@@ -21,8 +21,8 @@
  * Arrays of different blocks must have the same count and type. The
  * callbacks and blocks follow blk_reduce's rules (pool threads, one block at
  * a time); these functions are collective like blk_reduce. Any block count
- * works (partners.h); SPLIT needs count >= n (every block keeps a piece),
- * and falls back to TREE below that.
+ * works (partners.h). With fewer elements than blocks, SPLIT still works:
+ * some blocks' pieces are empty.
  */
 #ifndef BLK_ARRAYS_H
 #define BLK_ARRAYS_H
@@ -45,8 +45,10 @@ typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_SPLIT = 2
 } blk_arrays_algorithm;
 
-/* Arrays of at least this many bytes use SPLIT under BLK_ARRAYS_AUTO (the
- * crossover measured in docs/performance.md). */
+/* Arrays of at least this many bytes use SPLIT under BLK_ARRAYS_AUTO. Set
+ * before measuring; docs/performance.md shows the measured crossover (and
+ * that with several blocks per rank TREE wins at every size, which AUTO does
+ * not know yet). */
 #define BLK_ARRAYS_SPLIT_BYTES 65536
 
 /* Returns the block's array (count elements). Called on pool threads with
