@@ -3,8 +3,8 @@
  *
  * Invariants:
  * - Every send is a record holding its requests (header first, then payload
- *   pieces) and the storage they read from; the storage is freed only when
- *   every request of the record has completed.
+ *   pieces) and the storage they read from; the storage goes back to the
+ *   buffer cache only when every request of the record has completed.
  * - A payload receive is posted the moment its header is received, so for
  *   one source the payload receives are posted in the order the sender
  *   posted the payload sends: MPI's non-overtaking rule pairs them.
@@ -12,7 +12,9 @@
  *
  * Cost of one message of n bytes: alpha + beta*n; above the eager limit a
  * second latency (the payload message) but no copy of the payload.
- * Only the creating thread calls in; there is no locking.
+ * Payload storage comes from the master's buffer cache and returns to it, so
+ * a large receive reuses memory that is already faulted in.
+ * Only the creating thread calls in; there is no locking here.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "comm.h"
@@ -38,14 +40,7 @@ enum { TAG_HEADER = 1, TAG_PAYLOAD = 2 };
 #define EAGER_BYTES ((size_t)16384)
 /* The largest piece of a payload: MPI counts are int. */
 #define PIECE_BYTES ((size_t)1 << 30)
-/* Payload storage of finished sends and receives is kept for the next
- * receives: fresh memory costs a page fault per 4 KiB on first touch (2-2.6 us
- * each on the development VM, 20-60x a memcpy of the page), which dominated
- * large messages (docs/performance.md). Up to CACHE_SLOTS buffers and
- * CACHE_MAX_BYTES in all. */
-#define CACHE_SLOTS 16
-#define CACHE_MAX_BYTES ((size_t)256 << 20)
-
+/* One allocation: the record, then its requests, then the header bytes. */
 typedef struct send_rec {
   MPI_Request *reqs; /* [0] header, then payload pieces */
   int nreq;
@@ -69,10 +64,8 @@ struct blk__comm {
   recv_rec **recvs;
   size_t nrecvs, cap_recvs;
   size_t unmatched;
-  unsigned char *scratch;        /* header receive buffer, EAGER_BYTES + header */
-  blk_buffer cache[CACHE_SLOTS]; /* payload storage kept for reuse */
-  int ncache;
-  size_t cache_bytes;
+  unsigned char *scratch;   /* header receive buffer, EAGER_BYTES + header */
+  blk__buffer_cache *cache; /* where payload storage comes from and goes */
 };
 
 /* The panic path. MPI_Abort makes the launcher kill every rank, and output
@@ -92,12 +85,13 @@ int blk__comm_check(int mpi_rc, const char *what) {
   return blk__fail(BLK_EMPI, "%s: %s", what, text);
 }
 
-int blk__comm_create(blk__comm **out, MPI_Comm comm) {
+int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache) {
   *out = NULL;
   int rc = BLK_OK;
   blk__comm *c = calloc(1, sizeof *c);
   if (!c) return blk__fail(BLK_ENOMEM, "comm: no memory for the communicator state");
   c->comm = MPI_COMM_NULL;
+  c->cache = cache;
   c->scratch = malloc(sizeof(blk__msg) + EAGER_BYTES);
   if (!c->scratch) {
     rc = blk__fail(BLK_ENOMEM, "comm: no memory for the receive buffer");
@@ -117,60 +111,14 @@ fail:
   return rc;
 }
 
-/* Keeps b's storage for a later receive (b is left empty), or frees it. A
- * full cache drops its smallest buffer for a larger one. */
-static void cache_give(blk__comm *c, blk_buffer *b) {
-  if (b->capacity <= EAGER_BYTES || b->capacity > CACHE_MAX_BYTES) {
-    blk_buffer_free(b);
-    return;
-  }
-  if (c->ncache == CACHE_SLOTS) {
-    int smallest = 0;
-    for (int i = 1; i < c->ncache; i++)
-      if (c->cache[i].capacity < c->cache[smallest].capacity) smallest = i;
-    if (c->cache[smallest].capacity >= b->capacity) {
-      blk_buffer_free(b);
-      return;
-    }
-    c->cache_bytes -= c->cache[smallest].capacity;
-    blk_buffer_free(&c->cache[smallest]);
-    c->cache[smallest] = c->cache[--c->ncache];
-  }
-  while (c->cache_bytes + b->capacity > CACHE_MAX_BYTES && c->ncache > 0) {
-    c->cache_bytes -= c->cache[c->ncache - 1].capacity;
-    blk_buffer_free(&c->cache[--c->ncache]);
-  }
-  blk_buffer_clear(b);
-  c->cache[c->ncache++] = *b;
-  c->cache_bytes += b->capacity;
-  blk_buffer_init(b);
-}
-
-/* Gives the empty buffer b room for size bytes: the smallest cached storage
- * that fits, or new memory. BLK_ENOMEM. */
-static int cache_take(blk__comm *c, blk_buffer *b, size_t size) {
-  int best = -1;
-  for (int i = 0; i < c->ncache; i++)
-    if (c->cache[i].capacity >= size &&
-        (best < 0 || c->cache[i].capacity < c->cache[best].capacity))
-      best = i;
-  if (best < 0) return blk_buffer_reserve(b, size);
-  *b = c->cache[best];
-  c->cache_bytes -= b->capacity;
-  c->cache[best] = c->cache[--c->ncache];
-  return BLK_OK;
-}
-
 static void free_send(blk__comm *c, send_rec *s) {
-  free(s->reqs);
-  free(s->header);
-  cache_give(c, &s->payload);
+  blk__buffer_cache_give(c->cache, &s->payload);
   free(s);
 }
 
 static void free_recv(blk__comm *c, recv_rec *r) {
   free(r->reqs);
-  cache_give(c, &r->payload);
+  blk__buffer_cache_give(c->cache, &r->payload);
   free(r);
 }
 
@@ -192,7 +140,6 @@ void blk__comm_destroy(blk__comm *c) {
       }
     free_recv(c, c->recvs[i]);
   }
-  for (int i = 0; i < c->ncache; i++) blk_buffer_free(&c->cache[i]);
   free(c->sends);
   free(c->recvs);
   free(c->scratch);
@@ -254,15 +201,16 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   size_t size = payload->size;
   int pieces = npieces(size);
   size_t inline_bytes = pieces ? 0 : size;
-  send_rec *s = calloc(1, sizeof *s);
-  if (!s) return blk__fail(BLK_ENOMEM, "comm: no memory for a send to rank %d", dst);
+  size_t reqs_at = (sizeof(send_rec) + sizeof(MPI_Request) - 1) / sizeof(MPI_Request);
+  send_rec *s =
+      malloc((reqs_at + 1 + (size_t)pieces) * sizeof(MPI_Request) + sizeof *msg + inline_bytes);
+  if (!s)
+    return blk__fail(BLK_ENOMEM, "comm: no memory for a send of %zu bytes to rank %d", size, dst);
   s->nreq = 1 + pieces;
-  s->reqs = malloc((size_t)s->nreq * sizeof *s->reqs);
-  s->header = malloc(sizeof *msg + inline_bytes);
-  if (!s->reqs || !s->header) {
-    rc = blk__fail(BLK_ENOMEM, "comm: no memory for a send of %zu bytes to rank %d", size, dst);
-    goto fail;
-  }
+  s->reqs = (MPI_Request *)s + reqs_at;
+  s->header = (unsigned char *)(s->reqs + s->nreq);
+  s->unmatched = 0;
+  blk_buffer_init(&s->payload);
   for (int i = 0; i < s->nreq; i++) s->reqs[i] = MPI_REQUEST_NULL;
   blk__msg h = *msg;
   h.size = (int64_t)size;
@@ -338,23 +286,29 @@ static int receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int 
   if ((rc = blk__comm_check(MPI_Mrecv(c->scratch, count, MPI_BYTE, &handle, MPI_STATUS_IGNORE),
                             "MPI_Mrecv")))
     return rc;
-  recv_rec *r = calloc(1, sizeof *r);
-  if (!r) return blk__fail(BLK_ENOMEM, "comm: no memory for a message from rank %d", st.MPI_SOURCE);
-  memcpy(&r->msg, c->scratch, sizeof r->msg);
-  size_t size = (size_t)r->msg.size;
+  blk__msg msg;
+  memcpy(&msg, c->scratch, sizeof msg);
+  size_t size = (size_t)msg.size;
   int pieces = npieces(size);
-  if (size && (pieces ? cache_take(c, &r->payload, size) : blk_buffer_reserve(&r->payload, size))) {
-    free_recv(c, r);
+  if (!pieces) { /* whole already: delivered from here, no record */
+    blk_buffer payload = BLK_BUFFER_INIT;
+    if (size && blk__buffer_cache_reserve(c->cache, &payload, size))
+      return blk__fail(BLK_ENOMEM, "comm: no memory for a %zu-byte message from rank %d", size,
+                       st.MPI_SOURCE);
+    if (size) memcpy(payload.data, c->scratch + sizeof msg, size);
+    payload.size = size;
+    deliver(&msg, &payload, ctx);
+    blk__buffer_cache_give(c->cache, &payload);
+    return BLK_OK;
+  }
+  recv_rec *r = calloc(1, sizeof *r);
+  if (!r || blk__buffer_cache_reserve(c->cache, &r->payload, size)) {
+    if (r) free_recv(c, r);
     return blk__fail(BLK_ENOMEM, "comm: no memory for a %zu-byte message from rank %d", size,
                      st.MPI_SOURCE);
   }
+  r->msg = msg;
   r->payload.size = size;
-  if (!pieces) {
-    if (size) memcpy(r->payload.data, c->scratch + sizeof r->msg, size);
-    deliver(&r->msg, &r->payload, ctx);
-    free_recv(c, r);
-    return BLK_OK;
-  }
   r->nreq = pieces;
   r->reqs = malloc((size_t)pieces * sizeof *r->reqs);
   if (!r->reqs) {

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "blk/buffer.h"
+#include "buffer_cache.h"
 
 typedef struct blk__msg {
   int32_t op;      /* operation number: which exchange or reduction */
@@ -40,12 +41,13 @@ typedef struct blk__msg {
 typedef struct blk__comm blk__comm;
 
 /* Called for every message that has fully arrived; the callee may take the
- * payload's storage with blk_buffer_swap (what it leaves is freed). */
+ * payload's storage with blk_buffer_swap (what it leaves goes to the cache). */
 typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
 /* Duplicates comm (errors returned, not fatal) and installs the panic
- * handler that stops every rank. BLK_EMPI, BLK_ENOMEM. Collective. */
-int blk__comm_create(blk__comm **out, MPI_Comm comm);
+ * handler that stops every rank. Payload storage comes from cache and goes
+ * back to it (NULL: malloc). BLK_EMPI, BLK_ENOMEM. Collective. */
+int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache);
 void blk__comm_destroy(blk__comm *c);
 
 int blk__comm_rank(const blk__comm *c);
@@ -53,8 +55,9 @@ int blk__comm_size(const blk__comm *c);
 MPI_Comm blk__comm_mpi(const blk__comm *c);
 
 /* Starts sending msg (with msg->size = payload->size) and payload to
- * dst_rank. The comm takes payload's storage (payload is left empty) and
- * frees it once sent. synchronous: the header is an MPI_Issend, counted by
+ * dst_rank. The comm takes payload's storage (payload is left empty, or
+ * keeps its storage if the payload went inline) and gives it to the cache
+ * once sent. synchronous: the header is an MPI_Issend, counted by
  * blk__comm_unmatched until the receiver has matched it. BLK_EMPI,
  * BLK_ENOMEM. */
 int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,

@@ -16,6 +16,17 @@
 #include "master_state.h"
 #include "schedule.h"
 
+/* Spare message storage kept for reuse (buffer_cache.h): enough for the
+ * messages of a large round; under a byte budget, a quarter of it, since
+ * memory is what the budget is short of. */
+#define CACHE_SLOTS 32
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
+
+static size_t cache_bytes(const blk_master_config *cfg) {
+  size_t quarter = cfg->mem_bytes / 4;
+  return cfg->mem_bytes && quarter < CACHE_MAX_BYTES ? quarter : CACHE_MAX_BYTES;
+}
+
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg) {
   static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
   int rc = BLK_OK;
@@ -47,7 +58,11 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
   m->values_mpi.op = MPI_OP_NULL;
   blk__gid_map_init(&m->lids);
   blk__values_clear(&m->results);
-  if ((rc = blk__comm_create(&m->comm, comm))) goto fail;
+  if (blk__buffer_cache_create(&m->cache, CACHE_SLOTS, cache_bytes(cfg))) {
+    rc = blk__fail(BLK_ENOMEM, "master: no memory");
+    goto fail;
+  }
+  if ((rc = blk__comm_create(&m->comm, comm, m->cache))) goto fail;
   if ((rc = blk__pool_create(&m->pool, cfg->threads))) goto fail;
   if ((rc = blk__values_mpi_create(&m->values_mpi))) goto fail;
   if ((rc = blk__budget_init(&m->budget, cfg, blk__comm_rank(m->comm)))) goto fail;
@@ -86,6 +101,7 @@ void blk_master_destroy(blk_master *m) {
   blk__pool_destroy(m->pool);
   blk__values_mpi_free(&m->values_mpi);
   blk__comm_destroy(m->comm);
+  blk__buffer_cache_destroy(m->cache);
   free(m);
 }
 
@@ -357,7 +373,9 @@ const char *blk_master_spill_path(const blk_master *m) {
 void blk_master_stats_log(const blk_master *m) {
   blk_master_stats st;
   blk_master_stats_get(m, &st);
-  double ratio = st.bytes_stored_written ? (double)st.bytes_raw_written / (double)st.bytes_stored_written : 0.0;
+  double ratio = st.bytes_stored_written
+                     ? (double)st.bytes_raw_written / (double)st.bytes_stored_written
+                     : 0.0;
   blk_log(BLK_LOG_INFO,
           "out-of-core: %d blocks in memory (peak %d), %llu loads, %llu evictions, %llu queues "
           "spilled; wrote %llu bytes as %llu (ratio %.2f), read %llu; compress %.3f s, "

@@ -12,6 +12,7 @@
 
 #include "blk/master.h"
 #include "budget.h"
+#include "buffer_cache.h"
 #include "comm.h"
 #include "fail.h"
 #include "gid_map.h"
@@ -56,6 +57,7 @@ typedef void (*blk__route_fn)(blk_master *m, const blk__msg *msg, blk_buffer *pa
 struct blk_master {
   blk__comm *comm;
   blk__pool *pool;
+  blk__buffer_cache *cache; /* spare message storage, shared with comm */
   blk_master_config cfg;
   blk__block *blocks;
   int nblocks, cap_blocks;

@@ -80,7 +80,9 @@ blk_buffer *blk_proxy_incoming(blk_proxy *p, int i) {
 int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n) {
   check_out(p, i);
   if (n == 0) return BLK_OK;
-  int rc = blk_buffer_write(&p->out[i], data, n);
+  /* Growing takes spare storage that is already faulted in, if there is. */
+  int rc = blk__buffer_cache_reserve(p->master->cache, &p->out[i], n);
+  if (!rc) rc = blk_buffer_write(&p->out[i], data, n);
   if (rc)
     return blk__fail(rc, "rank %d, gid %d: enqueue of %zu bytes to gid %d failed",
                      blk_master_rank(p->master), p->gid, n, p->out_gids[i]);

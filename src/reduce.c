@@ -41,8 +41,8 @@ struct rstate;
 typedef struct rblock {
   struct rstate *s;
   int lid, gid;
-  int round; /* the round it is waiting for or running; R+1 when finished */
-  int busy;  /* handed to the scheduler, until finish() */
+  int round;      /* the round it is waiting for or running; R+1 when finished */
+  int busy;       /* handed to the scheduler, until finish() */
   int with_block; /* this round's callback gets the block (it is pinned) */
   int nin, nout, cap_in, cap_out;
   int *in_gids, *out_gids;
@@ -62,7 +62,7 @@ typedef struct rstate {
   const blk_partners *p;
   blk_reduce_fn fn;
   void *user;
-  int rounds; /* R: callbacks run in rounds 0..R */
+  int rounds;                                /* R: callbacks run in rounds 0..R */
   int (*needs_block)(int round, void *user); /* NULL: every round */
   rblock *rb;
   int nblocks, finished;
@@ -110,7 +110,8 @@ static void mark_ready(rstate *s, rblock *b) {
  * so an out-of-core reduction does not run out of memory through its
  * messages. A failed write just keeps it in memory. */
 static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
-  if (!b->busy && !blk__budget_resident(s->m, b->lid)) blk__budget_spill_queue(s->m, b->gid, q, rec);
+  if (!b->busy && !blk__budget_resident(s->m, b->lid))
+    blk__budget_spill_queue(s->m, b->gid, q, rec);
 }
 
 static int slot_of(const rblock *b, int src) {
@@ -297,12 +298,12 @@ static void free_state(rstate *s) {
   for (int i = 0; i < s->nblocks; i++) {
     rblock *b = &s->rb[i];
     for (int j = 0; j < b->cap_in; j++) {
-      blk_buffer_free(&b->in[j]);
+      blk__buffer_cache_give(s->m->cache, &b->in[j]);
       blk__budget_drop_queue(s->m, &b->in_rec[j]);
     }
-    for (int j = 0; j < b->cap_out; j++) blk_buffer_free(&b->out[j]);
+    for (int j = 0; j < b->cap_out; j++) blk__buffer_cache_give(s->m->cache, &b->out[j]);
     for (size_t j = 0; j < b->npending; j++) {
-      blk_buffer_free(&b->pending[j].payload);
+      blk__buffer_cache_give(s->m->cache, &b->pending[j].payload);
       blk__budget_drop_queue(s->m, &b->pending[j].rec);
     }
     free(b->in_gids);
@@ -331,7 +332,12 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
   if (rc) return rc;
   if (any_bad) return blk__fail(BLK_EINVAL, "reduce: another rank found its setup invalid");
 
-  rstate s = {.m = m, .a = a, .p = p, .fn = fn, .user = user, .needs_block = needs_block,
+  rstate s = {.m = m,
+              .a = a,
+              .p = p,
+              .fn = fn,
+              .user = user,
+              .needs_block = needs_block,
               .nblocks = m->nblocks};
   s.rounds = blk_partners_rounds(p);
   size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
