@@ -13,9 +13,21 @@
  * holds only the items passing through it, so what it carries per round
  * does not depend on n when most destinations are empty.
  *
+ * With one round (n <= k, or n prime: a direct exchange) a message carries
+ * exactly one block's bytes for its receiver, so it goes without item
+ * headers: the queue send_fn filled becomes the round's out queue, and the
+ * message that arrives becomes receive_fn's in queue, both by swapping
+ * storage. Bytes are then copied only by the user (enqueue, dequeue) and by
+ * MPI.
+ *
  * The driver is blk_reduce; the callback below runs the user's send_fn in
  * round 0, only forwards in rounds 1..R-1, and runs receive_fn in round R.
  * Per-block state is touched only by the pool thread running that block.
+ *
+ * Cost (n blocks, m bytes sent per block, R = log_k n rounds): alpha per
+ * group member per round, (k-1)/k of the carried bytes per round across,
+ * and R + 1 copies of every byte by blk with R > 1 (packing, R - 1 forwards,
+ * unpacking), none with R = 1.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +136,8 @@ static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int 
     gids[i] = got[i].src;
     if (i > 0 && gids[i] == gids[i - 1])
       blk__proxy_misuse(p, "all_to_all: two messages from gid %d", gids[i]);
-    if (blk_buffer_write(&in[i], got[i].data, (size_t)got[i].size))
+    if (blk__buffer_cache_reserve(s->m->cache, &in[i], (size_t)got[i].size) ||
+        blk_buffer_write(&in[i], got[i].data, (size_t)got[i].size))
       blk__proxy_misuse(p, "all_to_all: no memory for %llu bytes from gid %d",
                         (unsigned long long)got[i].size, gids[i]);
   }
@@ -137,8 +150,63 @@ static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int 
   user.out = NULL;
   user.phase = "all_to_all receive";
   rc = s->receive_fn(block, &user, s->user);
-  for (int i = 0; i < n; i++) blk_buffer_free(&in[i]);
+  for (int i = 0; i < n; i++) blk__buffer_cache_give(s->m->cache, &in[i]);
   free(in);
+  free(gids);
+  return rc;
+}
+
+/* Round 0 of several: every destination's queue, as one item, into the
+ * message for the group member on its way; each message sized first, so it
+ * is written without growing. */
+static void pack(const a2a *s, blk_proxy *p, a2a_block *b) {
+  int gid = blk_proxy_gid(p), nout = blk_proxy_out_count(p);
+  size_t *bytes = calloc((size_t)(nout ? nout : 1), sizeof *bytes);
+  if (!bytes) blk__proxy_misuse(p, "all_to_all: no memory for %d messages", nout);
+  for (int i = 0; i < b->n; i++)
+    if (b->queues[i].size)
+      bytes[blk_partners_round_position(s->p, 0, b->gids[i])] +=
+          sizeof(item_header) + b->queues[i].size;
+  for (int j = 0; j < nout; j++)
+    if (bytes[j] && blk__buffer_cache_reserve(s->m->cache, &p->out[j], bytes[j]))
+      blk__proxy_misuse(p, "all_to_all: no memory for a %zu-byte message", bytes[j]);
+  free(bytes);
+  for (int i = 0; i < b->n; i++)
+    if (b->queues[i].size) forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
+}
+
+/* The last round of a direct exchange: in queue i holds exactly what in-
+ * partner i sent this block, so the non-empty ones are receive_fn's in
+ * queues as they are (and go back to their slots after, for reuse). */
+static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
+  int n = blk_proxy_in_count(p), used = 0;
+  int *gids = malloc((size_t)(n ? n : 1) * sizeof *gids);
+  int *slot = malloc((size_t)(n ? n : 1) * sizeof *slot);
+  blk_buffer *in = calloc((size_t)(n ? n : 1), sizeof *in);
+  if (!gids || !slot || !in) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", n);
+  /* The group lists members by their digit, which for one round is the gid:
+   * ascending already. */
+  for (int i = 0; i < n; i++)
+    if (blk_proxy_incoming_remaining(p, i)) {
+      gids[used] = blk_proxy_in_gid(p, i);
+      if (used && gids[used] <= gids[used - 1])
+        blk__panic("all_to_all: in-partners of gid %d out of order (%d after %d)", blk_proxy_gid(p),
+                   gids[used], gids[used - 1]);
+      slot[used] = i;
+      blk_buffer_swap(&in[used++], &p->in[i]);
+    }
+  blk_proxy user = *p;
+  user.nin = used;
+  user.in_gids = gids;
+  user.in = in;
+  user.nout = 0;
+  user.out_gids = NULL;
+  user.out = NULL;
+  user.phase = "all_to_all receive";
+  int rc = s->receive_fn(block, &user, s->user);
+  for (int i = 0; i < used; i++) blk_buffer_swap(&in[i], &p->in[slot[i]]);
+  free(in);
+  free(slot);
   free(gids);
   return rc;
 }
@@ -169,11 +237,15 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
       }
       int rrc = deliver_to_user(s, block, p, &got, n);
       if (!rc) rc = rrc;
+    } else if (s->rounds == 1) {
+      for (int i = 0; i < b->n; i++) { /* a direct exchange: the queue is the message */
+        int j = blk_partners_round_position(s->p, 0, b->gids[i]);
+        blk_buffer_swap(&p->out[j], &b->queues[i]);
+      }
     } else {
-      for (int i = 0; i < b->n; i++)
-        if (b->queues[i].size) forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
+      pack(s, p, b);
     }
-    for (int i = 0; i < b->n; i++) blk_buffer_free(&b->queues[i]);
+    for (int i = 0; i < b->n; i++) blk__buffer_cache_give(s->m->cache, &b->queues[i]);
     b->n = 0;
     blk__gid_map_free(&b->index);
     return rc;
@@ -187,6 +259,7 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
       }
     return BLK_OK;
   }
+  if (s->rounds == 1) return deliver_direct(s, block, p);
   /* The last round: everything here is for this block. */
   int n = 0, cap = 16;
   arrival *got = malloc((size_t)cap * sizeof *got);
