@@ -5,7 +5,7 @@
  *   merge-reduce    blk_arrays_reduce (TREE)          MPI_Reduce (float sum)
  *   broadcast       blk_arrays_broadcast (TREE)       MPI_Bcast
  *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
- *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT and AUTO   MPI_Allreduce
+ *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, AUTO   MPI_Allreduce
  *   all-to-all      blk_all_to_all                    MPI_Alltoall
  *
  * "bytes" is the MPI message size: what each rank holds (MPI_Alltoall's
@@ -48,6 +48,7 @@ enum {
   REDUCE_SCATTER,
   ALL_REDUCE_TREE,
   ALL_REDUCE_SPLIT,
+  ALL_REDUCE_BUTTERFLY,
   ALL_REDUCE_AUTO,
   ALL_TO_ALL,
   NPATTERNS
@@ -63,6 +64,7 @@ static const pattern_info patterns[NPATTERNS] = {
     {"reduce_scatter", "blk_arrays_reduce_scatter (SPLIT)", "MPI_Reduce_scatter_block"},
     {"all_reduce_tree", "blk_arrays_all_reduce (TREE)", "MPI_Allreduce"},
     {"all_reduce_split", "blk_arrays_all_reduce (SPLIT)", "MPI_Allreduce"},
+    {"all_reduce_butterfly", "blk_arrays_all_reduce (BUTTERFLY)", "MPI_Allreduce"},
     {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
     {"all_to_all", "blk_all_to_all", "MPI_Alltoall"},
 };
@@ -183,8 +185,16 @@ static int is_a2a(int pattern) {
   return pattern == ALL_TO_ALL;
 }
 
+static blk_arrays_algorithm algorithm_of(int pattern) {
+  return pattern == ALL_REDUCE_TREE        ? BLK_ARRAYS_TREE
+         : pattern == ALL_REDUCE_SPLIT     ? BLK_ARRAYS_SPLIT
+         : pattern == ALL_REDUCE_BUTTERFLY ? BLK_ARRAYS_BUTTERFLY
+                                           : BLK_ARRAYS_AUTO;
+}
+
 static int is_all_reduce(int pattern) {
-  return pattern == ALL_REDUCE_TREE || pattern == ALL_REDUCE_SPLIT || pattern == ALL_REDUCE_AUTO;
+  return pattern == ALL_REDUCE_TREE || pattern == ALL_REDUCE_SPLIT ||
+         pattern == ALL_REDUCE_BUTTERFLY || pattern == ALL_REDUCE_AUTO;
 }
 
 /* ----------------------------------------------------------------- memcpy */
@@ -331,10 +341,9 @@ static void blk_run(bench *b) {
       break;
     case ALL_REDUCE_TREE:
     case ALL_REDUCE_SPLIT:
+    case ALL_REDUCE_BUTTERFLY:
     case ALL_REDUCE_AUTO:
-      spec.algorithm = b->pattern == ALL_REDUCE_TREE    ? BLK_ARRAYS_TREE
-                       : b->pattern == ALL_REDUCE_SPLIT ? BLK_ARRAYS_SPLIT
-                                                        : BLK_ARRAYS_AUTO;
+      spec.algorithm = algorithm_of(b->pattern);
       rc = blk_arrays_all_reduce(b->m, b->a, &spec);
       break;
     case ALL_TO_ALL:
@@ -562,9 +571,15 @@ static void account(const bench *b, int from, int to, double bytes, double *insi
  * message sizes documented in blk/arrays.h and blk/all_to_all.h. */
 static void traffic(const bench *b, double *inside, double *across) {
   *inside = *across = 0.0;
-  int n = b->nblocks, split = b->pattern == REDUCE_SCATTER || b->pattern == ALL_REDUCE_SPLIT ||
-                              (b->pattern == ALL_REDUCE_AUTO &&
-                               b->count * sizeof(float) >= (size_t)BLK_ARRAYS_SPLIT_BYTES);
+  blk_arrays_algorithm alg = BLK_ARRAYS_TREE;
+  if (is_all_reduce(b->pattern)) {
+    blk_arrays spec = BLK_ARRAYS_INIT;
+    spec.count = b->count;
+    spec.k = b->o.k;
+    spec.algorithm = algorithm_of(b->pattern);
+    alg = blk_arrays_all_reduce_algorithm(b->a, &spec);
+  }
+  int n = b->nblocks, split = b->pattern == REDUCE_SCATTER || alg == BLK_ARRAYS_SPLIT;
   int *gids = xmalloc((size_t)n * sizeof *gids);
   blk_partners *p = NULL;
   int rc = 0;
@@ -577,7 +592,8 @@ static void traffic(const bench *b, double *inside, double *across) {
     int *at = xmalloc((size_t)n * (size_t)n * sizeof *at);
     for (int s = 0; s < n; s++)
       for (int d = 0; d < n; d++) at[s * n + d] = s;
-    double item = (double)(b->chunk + HEADER_BYTES);
+    /* items carry a header, except in a direct (one-round) exchange */
+    double item = (double)(b->chunk + (R > 1 ? HEADER_BYTES : 0));
     for (int e = 0; e < R && b->chunk; e++)
       for (int x = 0; x < n * n; x++) {
         int d = x % n, here = at[x];
@@ -587,6 +603,16 @@ static void traffic(const bench *b, double *inside, double *across) {
         at[x] = there;
       }
     free(at);
+  } else if (alg == BLK_ARRAYS_BUTTERFLY) {
+    /* every block sends its whole array to every other member of its group */
+    rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, 1);
+    if (rc) die(b, "partners: %s", blk_last_error());
+    for (int e = 0; e < blk_partners_rounds(p); e++)
+      for (int g = 0; g < n; g++) {
+        int k = blk_partners_out(p, e, g, gids, n);
+        for (int j = 0; j < k; j++)
+          account(b, g, gids[j], (double)b->count * sizeof(float), inside, across);
+      }
   } else if (split) {
     rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, 0);
     if (rc) die(b, "partners: %s", blk_last_error());
@@ -762,8 +788,9 @@ static const char usage[] =
     "                                   between 50 and 2000)\n"
     "  --warmup N                       untimed repetitions first (default reps / 10, >= 2)\n"
     "  --patterns LIST                  of reduce, broadcast, reduce_scatter, all_reduce (its\n"
-    "                                   three), all_reduce_tree, all_reduce_split,\n"
-    "                                   all_reduce_auto, all_to_all, all (the default)\n"
+    "                                   four), all_reduce_tree, all_reduce_split,\n"
+    "                                   all_reduce_butterfly, all_reduce_auto, all_to_all,\n"
+    "                                   all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 
@@ -813,7 +840,8 @@ static int parse_patterns(options *o, const char *arg) {
       found = 1;
     }
     if (!strcmp(t, "all_reduce")) {
-      o->run[ALL_REDUCE_TREE] = o->run[ALL_REDUCE_SPLIT] = o->run[ALL_REDUCE_AUTO] = 1;
+      o->run[ALL_REDUCE_TREE] = o->run[ALL_REDUCE_SPLIT] = o->run[ALL_REDUCE_BUTTERFLY] =
+          o->run[ALL_REDUCE_AUTO] = 1;
       found = 1;
     }
     for (int i = 0; i < NPATTERNS; i++)

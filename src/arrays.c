@@ -16,6 +16,8 @@
  * Cost, n blocks, m bytes per array, radix k, R = log_k n rounds:
  *   TREE all-reduce: 2R rounds, (k-1) messages of m into each parent:
  *     2R (alpha + (k-1) beta m) on the critical path.
+ *   BUTTERFLY all-reduce: R rounds, each block sends and combines (k-1)
+ *     whole arrays per round: R (alpha + (k-1) (beta + gamma) m).
  *   SPLIT all-reduce: 2R rounds; round e moves (k_e - 1)/k_e of a share that
  *     shrinks by k_e each round: 2 (alpha R + beta m (n-1)/n) per block.
  * Every byte sent is copied once into its message; a received byte is read
@@ -24,6 +26,7 @@
 #include "blk/arrays.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "blk/partners.h"
@@ -149,6 +152,50 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
   return BLK_OK;
 }
 
+/* BUTTERFLY: every member of the group sends its whole array to the others
+ * and each combines the group's arrays, so after the last round every block
+ * holds the op over all. Members combine in the group's order (by digit),
+ * so every block computes the same sequence of operations and ends with the
+ * same bits; with two members (or this block first) the op is applied in
+ * place, which is the same thing because sum, min and max are commutative. */
+static int butterfly_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int gid = blk_proxy_gid(p), nin = blk_proxy_in_count(p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t bytes = j->spec->count * j->elem;
+  if (nin > 1) {
+    int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
+    unsigned char *acc = a;
+    if (!in_place && !(acc = malloc(bytes ? bytes : 1)))
+      blk__proxy_misuse(p, "arrays: no memory for a %zu-byte array", bytes);
+    int first = 1;
+    for (int i = 0; i < nin; i++) {
+      int src = blk_proxy_in_gid(p, i);
+      if (in_place && src == gid) continue; /* a is already in acc */
+      const void *in = a;
+      if (src != gid) {
+        check_size(p, i, bytes);
+        in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
+      }
+      if (!in_place && first)
+        memcpy(acc, in, bytes);
+      else
+        combine(j->spec->type, j->spec->op, acc, in, j->spec->count);
+      first = 0;
+    }
+    if (!in_place) {
+      memcpy(a, acc, bytes);
+      free(acc);
+    }
+  }
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
+    int rc = blk_proxy_enqueue(p, i, a, bytes);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
 /* SPLIT, first half: send piece j of the share to member j; sum the pieces
  * the group sent for this block's share. */
 static int scatter_round(void *block, blk_proxy *p, void *user) {
@@ -220,7 +267,7 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
   if (s->op != BLK_OP_SUM && s->op != BLK_OP_MIN && s->op != BLK_OP_MAX)
     return blk__fail(BLK_EINVAL, "arrays: unknown op %d", (int)s->op);
   if (s->algorithm != BLK_ARRAYS_AUTO && s->algorithm != BLK_ARRAYS_TREE &&
-      s->algorithm != BLK_ARRAYS_SPLIT)
+      s->algorithm != BLK_ARRAYS_SPLIT && s->algorithm != BLK_ARRAYS_BUTTERFLY)
     return blk__fail(BLK_EINVAL, "arrays: unknown algorithm %d", (int)s->algorithm);
   if (s->count > SIZE_MAX / *elem)
     return blk__fail(BLK_EINVAL, "arrays: %zu elements of %zu bytes overflow", s->count, *elem);
@@ -268,14 +315,32 @@ int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_ar
   return run(m, a, spec, BLK_SWAP, 0, scatter_round, 0);
 }
 
+blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
+                                                     const blk_arrays *spec) {
+  if (spec->algorithm != BLK_ARRAYS_AUTO) return spec->algorithm;
+  size_t bytes = spec->count * type_size(spec->type);
+  if (bytes < BLK_ARRAYS_SPLIT_BYTES) return BLK_ARRAYS_BUTTERFLY;
+  /* SPLIT's halving order sends its largest pieces to the farthest blocks,
+   * on other ranks, so with several blocks per rank it moves several times
+   * the bytes across that TREE does (docs/performance.md). */
+  return blk_assigner_nblocks(a) > blk_assigner_nranks(a) ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+}
+
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
   size_t elem = 0;
   int rc = check_spec(a, spec, &elem);
   if (rc) return rc;
-  int split = spec->algorithm == BLK_ARRAYS_SPLIT ||
-              (spec->algorithm == BLK_ARRAYS_AUTO && spec->count * elem >= BLK_ARRAYS_SPLIT_BYTES);
+  blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(a, spec);
   int n = blk_assigner_nblocks(a);
-  if (!split) {
+  if (alg == BLK_ARRAYS_BUTTERFLY) {
+    blk_partners *p = NULL;
+    if ((rc = blk_partners_create(&p, BLK_SWAP, 1, &n, spec->k, 1))) return rc;
+    job j = {spec, p, n, elem, 0};
+    rc = blk_reduce(m, a, p, butterfly_round, &j);
+    blk_partners_destroy(p);
+    return rc;
+  }
+  if (alg == BLK_ARRAYS_TREE) {
     blk_partners *p = NULL;
     if ((rc = blk_partners_create(&p, BLK_ALLREDUCE, 1, &n, spec->k, 1))) return rc;
     tree_job t = {{spec, p, n, elem, 0}, blk_partners_rounds(p) / 2};

@@ -16,7 +16,19 @@
  *                    all-gather by the same rounds reversed. About 2 (n-1)/n
  *                    of the array crosses per block: bandwidth-optimal, as
  *                    MPI libraries do for large messages.
- *   BLK_ARRAYS_AUTO  TREE below BLK_ARRAYS_SPLIT_BYTES, SPLIT above.
+ *   BLK_ARRAYS_BUTTERFLY  swap rounds where every block sends its whole
+ *                    array to its group and combines the group's: log_k(n)
+ *                    rounds, half of TREE's, each moving (k-1) whole arrays.
+ *                    Latency-optimal (MPI libraries' recursive doubling);
+ *                    for small arrays.
+ *   BLK_ARRAYS_AUTO  BUTTERFLY below BLK_ARRAYS_SPLIT_BYTES; above, SPLIT
+ *                    with one block per rank (n <= ranks) and TREE with
+ *                    more (SPLIT's order then sends several times the bytes
+ *                    across ranks; docs/performance.md).
+ *
+ * Every block ends with the same bits: the combines run in the same order
+ * on every block (with BUTTERFLY, the group's order; floating-point sums
+ * are not associative, so different orders could differ in the last bits).
  *
  * Arrays of different blocks must have the same count and type. The
  * callbacks and blocks follow blk_reduce's rules (pool threads, one block at
@@ -42,13 +54,13 @@ typedef enum blk_type { BLK_FLOAT = 0, BLK_DOUBLE = 1, BLK_INT32 = 2, BLK_INT64 
 typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_AUTO = 0,
   BLK_ARRAYS_TREE = 1,
-  BLK_ARRAYS_SPLIT = 2
+  BLK_ARRAYS_SPLIT = 2,
+  BLK_ARRAYS_BUTTERFLY = 3
 } blk_arrays_algorithm;
 
-/* Arrays of at least this many bytes use SPLIT under BLK_ARRAYS_AUTO. Set
- * before measuring; docs/performance.md shows the measured crossover (and
- * that with several blocks per rank TREE wins at every size, which AUTO does
- * not know yet). */
+/* Arrays of at least this many bytes use SPLIT or TREE under
+ * BLK_ARRAYS_AUTO, smaller ones BUTTERFLY (the crossover measured in
+ * docs/performance.md). */
 #define BLK_ARRAYS_SPLIT_BYTES 65536
 
 /* Returns the block's array (count elements). Called on pool threads with
@@ -73,6 +85,10 @@ typedef struct blk_arrays {
  * Errors: BLK_EINVAL (no array callback, k < 2, unknown type or op, the
  * assigner's block or rank count does not match), BLK_EMPI, BLK_ENOMEM. */
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
+
+/* The algorithm blk_arrays_all_reduce runs for spec with this assigner:
+ * spec->algorithm, or what BLK_ARRAYS_AUTO picks (the same on every rank). */
+blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a, const blk_arrays *spec);
 
 /* gid 0's array becomes the element-wise op over all blocks (MPI_Reduce's
  * job). It works in place: the other blocks' arrays end as scratch (the

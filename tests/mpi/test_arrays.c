@@ -4,14 +4,16 @@
  * Every block's array starts as small integers made from (gid, index), so
  * float sums are exact and every result can be compared for equality with a
  * loop over all gids done here. Over block counts that are not powers of k
- * (and primes), k = 2, 3, 4, the four types, the three ops, both algorithms,
+ * (and primes), k = 2, 3, 4, the four types, the three ops, every algorithm,
  * and counts below and above the number of blocks and the SPLIT threshold.
+ * Sums of inexact doubles must end with the same bits in every block.
  *
  *   test_arrays --threads T [--mem-blocks N] [--quick]
  * --quick runs fewer block counts, lengths and radices (for out-of-core and
  * sanitizer runs, where every swap is slow).
  */
 #include <blk/blk.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +142,77 @@ static int verify(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* Doubles that are not small integers, so the order of the sums shows in
+ * the last bits. */
+static double inexact(int gid, size_t i) {
+  return 1.0 / (double)(3 + gid * 5 + (int)i) + 1e-3 * (double)gid;
+}
+
+static int fill_inexact(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  block *b = data;
+  for (size_t i = 0; i < 100; i++) b->data[i] = inexact(b->gid, i);
+  return 0;
+}
+
+/* hashes[gid]: a hash of the block's bits (one slot per block, so threads
+ * do not share one). */
+static int fold_bits(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  block *b = data;
+  unsigned long long *hashes = user, x = 1469598103934665603ull;
+  for (size_t i = 0; i < 100; i++) {
+    unsigned long long bits;
+    memcpy(&bits, &b->data[i], sizeof bits);
+    x = (x ^ bits) * 1099511628211ull;
+  }
+  hashes[b->gid] = x;
+  return 0;
+}
+
+static int near_sum(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  const int *n = user;
+  block *b = data;
+  for (size_t i = 0; i < 100; i++) {
+    double want = 0;
+    for (int g = 0; g < *n; g++) want += inexact(g, i);
+    CHECK_MSG(b->data[i] > want - 1e-9 && b->data[i] < want + 1e-9,
+              "gid %d element %zu is %.17g, expected about %.17g", b->gid, i, b->data[i], want);
+  }
+  return 0;
+}
+
+/* An all-reduce of doubles whose sum depends on the order must leave the
+ * same bits in every block (blk/arrays.h promises it). */
+static void same_bits(blk_master *m, const blk_assigner *a, int k, blk_arrays_algorithm alg,
+                      int n) {
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = 100;
+  spec.type = BLK_DOUBLE;
+  spec.k = k;
+  spec.algorithm = alg;
+  CHECK_OK(blk_master_foreach(m, fill_inexact, NULL));
+  CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+  CHECK_OK(blk_master_foreach(m, near_sum, &n));
+  unsigned long long hashes[64];
+  CHECK_OK(blk_master_foreach(m, fold_bits, hashes));
+  /* 63-bit hashes as int64: the min and max over every block of every rank
+   * (blocks of a rank that has none stay neutral). */
+  int64_t mine[2] = {INT64_MAX, INT64_MIN}, lo = 0, hi = 0;
+  for (int lid = 0; lid < blk_master_local_count(m); lid++) {
+    int64_t x = (int64_t)(hashes[blk_master_gid(m, lid)] >> 1);
+    mine[0] = x < mine[0] ? x : mine[0];
+    mine[1] = x > mine[1] ? x : mine[1];
+  }
+  MPI_Allreduce(&mine[0], &lo, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine[1], &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  CHECK_MSG(lo == hi, "algorithm %d, k = %d, %d blocks: blocks ended with different bits", (int)alg,
+            k, n);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -183,8 +256,11 @@ int main(int argc, char **argv) {
     for (int li = quick ? 1 : 0; li < 4; li += quick ? 2 : 1)
       for (int k = 2; k <= 4; k += quick ? 2 : 1)
         for (int what = 0; what < 4; what++)
-          for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SPLIT; alg++) {
-            if (what != 0 && alg == BLK_ARRAYS_SPLIT) continue; /* one algorithm each */
+          for (int ai = 0; ai < 4; ai++) {
+            static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
+                                                        BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_AUTO};
+            blk_arrays_algorithm alg = algs[ai];
+            if (what != 0 && ai > 0) continue; /* one algorithm each */
             /* Types and ops in turn, so every pair is covered across the loop. */
             ctx c = {lengths[li], (blk_type)((runs + k) % 4), (blk_op)(runs % 3), n, what};
             blk_arrays spec = BLK_ARRAYS_INIT;
@@ -193,7 +269,7 @@ int main(int argc, char **argv) {
             spec.type = c.type;
             spec.op = c.op;
             spec.k = k;
-            spec.algorithm = (blk_arrays_algorithm)alg;
+            spec.algorithm = alg;
             CHECK_OK(blk_master_foreach(m, fill, &c));
             if (what == 0) CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
             if (what == 1) CHECK_OK(blk_arrays_reduce(m, a, &spec));
@@ -202,6 +278,9 @@ int main(int argc, char **argv) {
             CHECK_OK(blk_master_foreach(m, verify, &c));
             runs++;
           }
+    for (int k = 2; k <= 4; k++)
+      for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_BUTTERFLY; alg++)
+        same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
     blk_arrays bad = BLK_ARRAYS_INIT;
     bad.array = array_of;
     bad.k = 1;
