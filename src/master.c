@@ -14,6 +14,7 @@
 #include "backoff.h"
 #include "logger.h"
 #include "master_state.h"
+#include "reduce_run.h"
 #include "schedule.h"
 
 /* Spare message storage kept for reuse (buffer_cache.h): enough for the
@@ -97,6 +98,7 @@ void blk_master_destroy(blk_master *m) {
   for (size_t i = 0; i < m->nstash; i++) blk_buffer_free(&m->stash[i].payload);
   free(m->stash);
   blk__gid_map_free(&m->lids);
+  blk__reduce_keep_free(m->reduce_keep);
   blk__budget_free(&m->budget); /* removes the spill file */
   blk__pool_destroy(m->pool);
   blk__values_mpi_free(&m->values_mpi);

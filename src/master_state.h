@@ -46,6 +46,8 @@ typedef struct blk__block {
   blk__record *in_rec, *out_rec;
 } blk__block;
 
+typedef struct blk__reduce_keep blk__reduce_keep; /* reduce.c */
+
 typedef struct blk__stashed {
   blk__msg msg;
   blk_buffer payload;
@@ -70,6 +72,7 @@ struct blk_master {
   blk__values results; /* of the last exchange */
   blk__values_mpi values_mpi;
   blk__budget budget;
+  blk__reduce_keep *reduce_keep; /* the reduction driver's records, reused */
 };
 
 struct blk_proxy {

@@ -294,8 +294,45 @@ static int check_setup(const blk_master *m, const blk_assigner *a, const blk_par
   return BLK_OK;
 }
 
-static void free_state(rstate *s) {
-  for (int i = 0; i < s->nblocks; i++) {
+/* The driver's per-block records and the scheduler's arguments outlive the
+ * operation: kept by the master (their queue arrays too), so a reduction of
+ * small messages does not spend its time in malloc and free. */
+struct blk__reduce_keep {
+  rblock *rb;
+  void **args;
+  int cap;
+};
+
+/* Records for the master's blocks, reset; NULL without memory. */
+static rblock *take_records(blk_master *m, void ***args) {
+  blk__reduce_keep *k = m->reduce_keep;
+  if (!k && !(k = m->reduce_keep = calloc(1, sizeof *k))) return NULL;
+  if (k->cap < m->nblocks || !k->rb) { /* (a rank with no blocks gets one record) */
+    int ncap = m->nblocks > 2 * k->cap ? m->nblocks : 2 * k->cap;
+    if (ncap < 1) ncap = 1;
+    if (resize((void **)&k->rb, k->cap, ncap, sizeof *k->rb)) return NULL;
+    void **grown = realloc(k->args, (size_t)ncap * sizeof *grown);
+    if (!grown) return NULL; /* rb grew: its cap still says the old size */
+    k->args = grown;
+    k->cap = ncap;
+  }
+  for (int i = 0; i < m->nblocks; i++) {
+    rblock *b = &k->rb[i];
+    b->busy = b->with_block = b->nin = b->nout = b->arrived = b->code = 0;
+    b->npending = 0;
+    b->round = -1;
+    b->lid = i;
+    b->gid = m->blocks[i].gid;
+    k->args[i] = b;
+  }
+  *args = k->args;
+  return k->rb;
+}
+
+/* Empties the records at the end of an operation: message storage to the
+ * buffer cache, spilled queues dropped; the arrays stay for the next. */
+static void end_state(rstate *s) {
+  for (int i = 0; s->rb && i < s->nblocks; i++) {
     rblock *b = &s->rb[i];
     for (int j = 0; j < b->cap_in; j++) {
       blk__buffer_cache_give(s->m->cache, &b->in[j]);
@@ -306,6 +343,15 @@ static void free_state(rstate *s) {
       blk__buffer_cache_give(s->m->cache, &b->pending[j].payload);
       blk__budget_drop_queue(s->m, &b->pending[j].rec);
     }
+    b->npending = 0;
+  }
+  blk__sched_free(&s->sched);
+}
+
+void blk__reduce_keep_free(blk__reduce_keep *k) {
+  if (!k) return;
+  for (int i = 0; i < k->cap; i++) {
+    rblock *b = &k->rb[i];
     free(b->in_gids);
     free(b->out_gids);
     free(b->in);
@@ -314,8 +360,9 @@ static void free_state(rstate *s) {
     free(b->in_rec);
     free(b->pending);
   }
-  free(s->rb);
-  blk__sched_free(&s->sched);
+  free(k->rb);
+  free(k->args);
+  free(k);
 }
 
 int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
@@ -340,24 +387,12 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
               .needs_block = needs_block,
               .nblocks = m->nblocks};
   s.rounds = blk_partners_rounds(p);
-  size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
-  s.rb = calloc(n, sizeof *s.rb);
-  void **args = malloc(n * sizeof *args);
-  if (!s.rb || !args) {
-    free(args);
-    free_state(&s);
+  void **args = NULL;
+  if (!(s.rb = take_records(m, &args)))
     return blk__fail(BLK_ENOMEM, "reduce: no memory for %d blocks", m->nblocks);
-  }
-  for (int i = 0; i < m->nblocks; i++) {
-    s.rb[i].s = &s;
-    s.rb[i].lid = i;
-    s.rb[i].gid = m->blocks[i].gid;
-    s.rb[i].round = -1;
-    args[i] = &s.rb[i];
-  }
+  for (int i = 0; i < m->nblocks; i++) s.rb[i].s = &s;
   if ((rc = blk__sched_init(&s.sched, m, run_block, prepare, args))) {
-    free(args);
-    free_state(&s);
+    end_state(&s);
     return rc;
   }
   blk__master_begin(m, route_reduce, &s);
@@ -384,8 +419,7 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
   while (blk__sched_busy(&s.sched)) blk__sched_collect(&s.sched, lids, ran, 64, -1);
   m->route = NULL;
   int io = s.sched.error;
-  free(args);
-  free_state(&s);
+  end_state(&s);
   if (!rc) rc = io;
   if (!rc && s.fail_code)
     rc = blk__fail(BLK_ECALLBACK, "reduce: the callback returned %d (%s) for gid %d in round %d",
