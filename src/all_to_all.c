@@ -179,11 +179,18 @@ static void pack(const a2a *s, blk_proxy *p, a2a_block *b) {
  * partner i sent this block, so the non-empty ones are receive_fn's in
  * queues as they are (and go back to their slots after, for reuse). */
 static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
+  enum { ON_STACK = 16 }; /* small groups need no allocation */
   int n = blk_proxy_in_count(p), used = 0;
-  int *gids = malloc((size_t)(n ? n : 1) * sizeof *gids);
-  int *slot = malloc((size_t)(n ? n : 1) * sizeof *slot);
-  blk_buffer *in = calloc((size_t)(n ? n : 1), sizeof *in);
-  if (!gids || !slot || !in) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", n);
+  int gids_here[ON_STACK], slot_here[ON_STACK];
+  blk_buffer in_here[ON_STACK];
+  int *gids = gids_here, *slot = slot_here;
+  blk_buffer *in = in_here;
+  if (n > ON_STACK) {
+    gids = malloc((size_t)n * sizeof *gids);
+    slot = malloc((size_t)n * sizeof *slot);
+    in = malloc((size_t)n * sizeof *in);
+    if (!gids || !slot || !in) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", n);
+  }
   /* The group lists members by their digit, which for one round is the gid:
    * ascending already. */
   for (int i = 0; i < n; i++)
@@ -193,6 +200,7 @@ static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
         blk__panic("all_to_all: in-partners of gid %d out of order (%d after %d)", blk_proxy_gid(p),
                    gids[used], gids[used - 1]);
       slot[used] = i;
+      blk_buffer_init(&in[used]);
       blk_buffer_swap(&in[used++], &p->in[i]);
     }
   blk_proxy user = *p;
@@ -205,9 +213,11 @@ static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
   user.phase = "all_to_all receive";
   int rc = s->receive_fn(block, &user, s->user);
   for (int i = 0; i < used; i++) blk_buffer_swap(&in[i], &p->in[slot[i]]);
-  free(in);
-  free(slot);
-  free(gids);
+  if (n > ON_STACK) {
+    free(in);
+    free(slot);
+    free(gids);
+  }
   return rc;
 }
 

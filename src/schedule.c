@@ -22,36 +22,31 @@ static void run_task(void *arg) {
   t->s->run(t->s->args[t->lid]);
 }
 
-int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg),
-                    int (*prepare)(void *arg), void **args) {
+int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg), int (*prepare)(void *arg),
+                    void **args) {
   memset(s, 0, sizeof *s);
   s->m = m;
   s->run = run;
   s->prepare = prepare;
   s->args = args;
   s->limit = blk__pool_nthreads(m->pool);
+  /* The per-lid arrays in one allocation (this runs once per operation):
+   * tasks, then ready and failed, then the three flag arrays. */
   size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
-  s->tasks = malloc(n * sizeof *s->tasks);
-  s->ready = malloc(n * sizeof *s->ready);
-  s->failed = malloc(n * sizeof *s->failed);
-  s->queued = calloc(n, 1);
-  s->needs = calloc(n, 1);
-  s->pinned = calloc(n, 1);
-  if (!s->tasks || !s->ready || !s->failed || !s->queued || !s->needs || !s->pinned) {
-    blk__sched_free(s);
-    return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", m->nblocks);
-  }
+  s->tasks = malloc(n * (sizeof *s->tasks + 2 * sizeof(int) + 3));
+  if (!s->tasks) return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", m->nblocks);
+  s->ready = (int *)(s->tasks + n);
+  s->failed = s->ready + n;
+  s->queued = (unsigned char *)(s->failed + n);
+  s->needs = s->queued + n;
+  s->pinned = s->needs + n;
+  memset(s->queued, 0, 3 * n);
   for (int i = 0; i < m->nblocks; i++) s->tasks[i] = (blk__task){s, i};
   return BLK_OK;
 }
 
 void blk__sched_free(blk__sched *s) {
   free(s->tasks);
-  free(s->ready);
-  free(s->failed);
-  free(s->queued);
-  free(s->needs);
-  free(s->pinned);
   memset(s, 0, sizeof *s);
 }
 
@@ -138,4 +133,6 @@ size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long t
   return n;
 }
 
-int blk__sched_busy(const blk__sched *s) { return s->running + s->nfailed; }
+int blk__sched_busy(const blk__sched *s) {
+  return s->running + s->nfailed;
+}

@@ -59,9 +59,11 @@ typedef enum blk_arrays_algorithm {
 } blk_arrays_algorithm;
 
 /* Arrays of at least this many bytes use SPLIT or TREE under
- * BLK_ARRAYS_AUTO, smaller ones BUTTERFLY (the crossover measured in
- * docs/performance.md). */
-#define BLK_ARRAYS_SPLIT_BYTES 65536
+ * BLK_ARRAYS_AUTO, smaller ones BUTTERFLY. At 2 ranks BUTTERFLY beats SPLIT
+ * at 64 KiB, the two are even at 128-256 KiB and SPLIT wins from 512 KiB
+ * (docs/performance.md); BUTTERFLY's bytes grow with log(ranks), so the
+ * switch is at the low end of the even range. */
+#define BLK_ARRAYS_SPLIT_BYTES 131072
 
 /* Returns the block's array (count elements). Called on pool threads with
  * the block loaded. */
