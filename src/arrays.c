@@ -31,6 +31,7 @@
 
 #include "blk/partners.h"
 #include "blk/reduce.h"
+#include "combine.h"
 #include "fail.h"
 #include "master_state.h"
 
@@ -60,49 +61,6 @@ size_t blk_arrays_piece_begin(size_t count, int nblocks, int g) {
   /* floor(g * count / n) without overflow for any count below 2^64 / n */
   size_t q = count / (size_t)nblocks, r = count % (size_t)nblocks;
   return q * (size_t)g + r * (size_t)g / (size_t)nblocks;
-}
-
-#define BLK__COMBINE(T)                                                \
-  do {                                                                 \
-    T *x = acc;                                                        \
-    const T *y = in;                                                   \
-    if (op == BLK_OP_SUM)                                              \
-      for (size_t i = 0; i < n; i++) x[i] = (T)(x[i] + y[i]);          \
-    else if (op == BLK_OP_MIN)                                         \
-      for (size_t i = 0; i < n; i++) x[i] = y[i] < x[i] ? y[i] : x[i]; \
-    else                                                               \
-      for (size_t i = 0; i < n; i++) x[i] = y[i] > x[i] ? y[i] : x[i]; \
-  } while (0)
-
-/* acc[i] = acc[i] op in[i] for n elements. Integer sums wrap, as
- * blk_proxy_all_reduce_i64's do (done in unsigned arithmetic). */
-static void combine(blk_type t, blk_op op, void *acc, const void *in, size_t n) {
-  switch (t) {
-    case BLK_FLOAT:
-      BLK__COMBINE(float);
-      break;
-    case BLK_DOUBLE:
-      BLK__COMBINE(double);
-      break;
-    case BLK_INT32:
-      if (op == BLK_OP_SUM) {
-        uint32_t *x = acc;
-        const uint32_t *y = in;
-        for (size_t i = 0; i < n; i++) x[i] += y[i];
-      } else {
-        BLK__COMBINE(int32_t);
-      }
-      break;
-    case BLK_INT64:
-      if (op == BLK_OP_SUM) {
-        uint64_t *x = acc;
-        const uint64_t *y = in;
-        for (size_t i = 0; i < n; i++) x[i] += y[i];
-      } else {
-        BLK__COMBINE(int64_t);
-      }
-      break;
-  }
 }
 
 static unsigned char *array_of(const job *j, void *block, int gid) {
@@ -142,7 +100,7 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
     if (j->copy)
       memcpy(a, in, bytes);
     else
-      combine(j->spec->type, j->spec->op, a, in, j->spec->count);
+      blk__combine(j->spec->type, j->spec->op, a, in, j->spec->count);
   }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
@@ -180,7 +138,7 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
       if (!in_place && first)
         memcpy(acc, in, bytes);
       else
-        combine(j->spec->type, j->spec->op, acc, in, j->spec->count);
+        blk__combine(j->spec->type, j->spec->op, acc, in, j->spec->count);
       first = 0;
     }
     if (!in_place) {
@@ -211,7 +169,7 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
     if (blk_proxy_in_gid(p, i) == gid) continue;
     check_size(p, i, (to - from) * j->elem);
     const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem);
-    combine(j->spec->type, j->spec->op, a + from * j->elem, in, to - from);
+    blk__combine(j->spec->type, j->spec->op, a + from * j->elem, in, to - from);
   }
   int nout = blk_proxy_out_count(p);
   for (int i = 0; i < nout; i++) {
