@@ -37,11 +37,13 @@ extern "C" {
  * 0..nblocks-1 is a valid destination for blk_proxy_enqueue_gid (the out
  * queues list the gids enqueued to so far). In receive_fn the in queues are
  * the sources that sent a non-empty message, by gid; the round is the last.
- * Errors: BLK_EINVAL (k < 2, contiguous not 0 or 1, assigner for another
- * communicator size, a local block's gid outside the assigner's range),
- * BLK_EMPI, BLK_ENOMEM, BLK_ECALLBACK (a callback returned non-zero; the
- * rest still ran). Enqueueing to a gid outside 0..nblocks-1 stops the job
- * with the rank, gid and value. */
+ * Collective, with the same arguments on every rank.
+ * Errors (every rank returns them): BLK_EINVAL (k < 2, contiguous not 0 or
+ * 1, assigner for another communicator size), BLK_EMPI, BLK_ENOMEM,
+ * BLK_ECALLBACK (a callback returned non-zero; the rest still ran).
+ * Enqueueing to a gid outside 0..nblocks-1, or a local block that the
+ * assigner puts elsewhere, stops the job with the rank, gid and value (as in
+ * blk_reduce). */
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user);
 

@@ -85,7 +85,9 @@ typedef struct blk_arrays {
 
 /* Every block's array becomes the element-wise op over all blocks' arrays.
  * Errors: BLK_EINVAL (no array callback, k < 2, unknown type or op, the
- * assigner's block or rank count does not match), BLK_EMPI, BLK_ENOMEM. */
+ * assigner's rank count does not match), BLK_EMPI, BLK_ENOMEM. Collective
+ * like blk_reduce, with the same spec on every rank; a local block the
+ * assigner puts elsewhere stops the job, as there. */
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* The algorithm blk_arrays_all_reduce runs for spec with this assigner:

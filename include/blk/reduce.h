@@ -30,13 +30,19 @@ extern "C" {
  * rank waits forever). */
 typedef int (*blk_reduce_fn)(void *block, blk_proxy *proxy, void *user);
 
-/* Runs the pattern over every block of every rank. The assigner says where
- * each gid lives; the partners must be built for the same number of blocks.
- * Errors: BLK_EINVAL (partners or assigner for another block count or
- * communicator size, a local block whose gid is out of range), BLK_EMPI,
- * BLK_ENOMEM, BLK_ECALLBACK (a callback failed; the detail names the first
- * gid and round). Enqueueing to a gid that is not an out-partner of the
- * round stops the job with the rank, gid and round. */
+/* Runs the pattern over every block of every rank. Collective: every rank
+ * calls it with the same assigner and partners (equal, not the same
+ * objects). The assigner says where each gid lives; the partners must be
+ * built for the same number of blocks.
+ * Errors: BLK_EINVAL (the partners are for another block count than the
+ * assigner, or the assigner for another communicator size: every rank
+ * returns it), BLK_EMPI, BLK_ENOMEM, BLK_ECALLBACK (a callback failed; the
+ * detail names the first gid and round).
+ * Stops the job, with a message naming the rank, gid and what is wrong: a
+ * local block that the assigner puts on another rank or whose gid is beyond
+ * the partners (only that rank can see it, and returning would leave the
+ * others waiting); enqueueing to a gid that is not an out-partner of the
+ * round. */
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user);
 
