@@ -40,8 +40,17 @@ typedef struct job {
   const blk_partners *p;
   int nblocks;
   size_t elem;
-  int copy; /* tree rounds copy what arrives (broadcasting) instead of combining */
+  int copy;   /* tree rounds copy what arrives (broadcasting) instead of combining */
+  int by_ref; /* messages refer to the block's array instead of copying it */
 } job;
+
+/* Out queue i gets the n bytes at data: a reference when the pattern never
+ * changes what it sent before the operation ends (see by_ref), else a copy. */
+static int send_bytes(const job *j, blk_proxy *p, int i, const void *data, size_t n) {
+  if (!j->by_ref) return blk_proxy_enqueue(p, i, data, n);
+  blk__proxy_enqueue_ref(p, i, data, n);
+  return BLK_OK;
+}
 
 static size_t type_size(blk_type t) {
   switch (t) {
@@ -104,7 +113,7 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
   }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
-    int rc = blk_proxy_enqueue(p, i, a, bytes);
+    int rc = send_bytes(j, p, i, a, bytes);
     if (rc) return rc;
   }
   return BLK_OK;
@@ -177,7 +186,7 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
     int width = (hi - lo) / nout, plo = lo + i * width;
     size_t pf = blk_arrays_piece_begin(count, j->nblocks, plo);
     size_t pt = blk_arrays_piece_begin(count, j->nblocks, plo + width);
-    int rc = blk_proxy_enqueue(p, i, a + pf * j->elem, (pt - pf) * j->elem);
+    int rc = send_bytes(j, p, i, a + pf * j->elem, (pt - pf) * j->elem);
     if (rc) return rc;
   }
   return BLK_OK;
@@ -210,7 +219,7 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
   size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     if (blk_proxy_out_gid(p, i) == gid) continue;
-    int rc = blk_proxy_enqueue(p, i, a + from * j->elem, (to - from) * j->elem);
+    int rc = send_bytes(j, p, i, a + from * j->elem, (to - from) * j->elem);
     if (rc) return rc;
   }
   return BLK_OK;
@@ -232,6 +241,17 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
   return BLK_OK;
 }
 
+/* Whether messages may refer to the blocks' arrays instead of copying them:
+ * not under a memory budget, where a block (and its array) may leave memory
+ * while a message still refers to it. The round functions that use it
+ * never change bytes they sent before the operation ends: a merge child is
+ * done once it sent, a broadcast only reads what it sends, and SPLIT writes
+ * only ranges other than those it sent. The driver waits for remote sends
+ * of references to complete before it returns. */
+static int refs_allowed(const blk_master *m) {
+  return !blk__budget_active(&m->budget);
+}
+
 /* Runs one pattern with one of the round functions above. */
 static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk_pattern pattern,
                int contiguous, blk_reduce_fn fn, int copy) {
@@ -241,7 +261,7 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
   int n = blk_assigner_nblocks(a);
   blk_partners *p = NULL;
   if ((rc = blk_partners_create(&p, pattern, 1, &n, spec->k, contiguous))) return rc;
-  job j = {spec, p, n, elem, copy};
+  job j = {spec, p, n, elem, copy, refs_allowed(m)};
   rc = blk_reduce(m, a, p, fn, &j);
   blk_partners_destroy(p);
   return rc;
@@ -258,6 +278,9 @@ static int tree_allreduce_round(void *block, blk_proxy *p, void *user) {
   tree_job *t = user;
   job j = t->j;
   j.copy = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
+  /* A block that sent its array up gets it overwritten on the way down, in
+   * the same operation, so only the broadcast half may send references. */
+  j.by_ref = j.by_ref && j.copy;
   return tree_round(block, p, &j);
 }
 
@@ -293,7 +316,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if (alg == BLK_ARRAYS_BUTTERFLY) {
     blk_partners *p = NULL;
     if ((rc = blk_partners_create(&p, BLK_SWAP, 1, &n, spec->k, 1))) return rc;
-    job j = {spec, p, n, elem, 0};
+    job j = {spec, p, n, elem, 0, 0}; /* each round changes what the last one sent */
     rc = blk_reduce(m, a, p, butterfly_round, &j);
     blk_partners_destroy(p);
     return rc;
@@ -301,7 +324,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if (alg == BLK_ARRAYS_TREE) {
     blk_partners *p = NULL;
     if ((rc = blk_partners_create(&p, BLK_ALLREDUCE, 1, &n, spec->k, 1))) return rc;
-    tree_job t = {{spec, p, n, elem, 0}, blk_partners_rounds(p) / 2};
+    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m)}, blk_partners_rounds(p) / 2};
     rc = blk_reduce(m, a, p, tree_allreduce_round, &t);
     blk_partners_destroy(p);
     return rc;
@@ -311,7 +334,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if ((rc = blk_partners_create(&p, BLK_SWAP, 1, &n, spec->k, 0))) return rc;
   int R = blk_partners_rounds(p), radices[64], axes[64] = {0};
   for (int e = 0; e < R; e++) radices[e] = blk_partners_round_radix(p, R - 1 - e);
-  job j = {spec, p, n, elem, 0};
+  job j = {spec, p, n, elem, 0, refs_allowed(m)};
   rc = blk_reduce(m, a, p, scatter_round, &j);
   blk_partners *back = NULL;
   if (!rc) rc = blk_partners_create_rounds(&back, BLK_SWAP, 1, &n, R, axes, radices, 1);

@@ -54,7 +54,28 @@ static void drop(blk__buffer_cache *c, int i) {
   c->slots[i] = c->slots[--c->n];
 }
 
+void blk__buffer_ref(blk_buffer *b, const void *data, size_t size) {
+  blk_buffer_init(b);
+  b->data = (unsigned char *)(uintptr_t)data; /* read only: never written through */
+  b->size = size;
+}
+
+int blk__buffer_is_ref(const blk_buffer *b) {
+  return b->data && b->capacity == 0;
+}
+
+void blk__buffer_release(blk_buffer *b) {
+  if (blk__buffer_is_ref(b))
+    blk_buffer_init(b);
+  else
+    blk_buffer_clear(b);
+}
+
 void blk__buffer_cache_give(blk__buffer_cache *c, blk_buffer *b) {
+  if (blk__buffer_is_ref(b)) {
+    blk_buffer_init(b);
+    return;
+  }
   if (!c || b->capacity < BLK__BUFFER_CACHE_MIN || b->capacity > c->max_bytes) {
     blk_buffer_free(b);
     return;

@@ -31,13 +31,23 @@
 
 typedef struct blk__buffer_cache blk__buffer_cache;
 
+/* A reference: a buffer whose data is memory it does not own (capacity 0),
+ * so a message can be sent from a block's array without copying it. The
+ * owner keeps the memory valid and unchanged until the message is done
+ * with. blk__buffer_release empties a buffer, dropping a reference or
+ * keeping owned storage (blk_buffer_clear would keep the reference and a
+ * later write would realloc memory blk does not own); give drops one. */
+void blk__buffer_ref(blk_buffer *b, const void *data, size_t size);
+int blk__buffer_is_ref(const blk_buffer *b);
+void blk__buffer_release(blk_buffer *b);
+
 /* A cache of up to slots buffers and max_bytes. BLK_ENOMEM. */
 int blk__buffer_cache_create(blk__buffer_cache **out, int slots, size_t max_bytes);
 /* Frees every kept buffer. NULL does nothing. */
 void blk__buffer_cache_destroy(blk__buffer_cache *c);
 
 /* Keeps b's storage for a later take, or frees it; b is left empty (as after
- * blk_buffer_init). c == NULL frees it. */
+ * blk_buffer_init). c == NULL frees it. A reference is only dropped. */
 void blk__buffer_cache_give(blk__buffer_cache *c, blk_buffer *b);
 
 /* Makes sure b can take `size` more bytes without growing, as

@@ -46,7 +46,7 @@ typedef struct send_rec {
   int nreq;
   int unmatched;         /* synchronous header not yet matched */
   unsigned char *header; /* header and inline payload */
-  blk_buffer payload;    /* non-inline payload storage */
+  blk_buffer payload;    /* non-inline payload storage, or a reference */
 } send_rec;
 
 typedef struct recv_rec {
@@ -66,6 +66,7 @@ struct blk__comm {
   size_t unmatched;
   unsigned char *scratch;   /* header receive buffer, EAGER_BYTES + header */
   blk__buffer_cache *cache; /* where payload storage comes from and goes */
+  size_t ref_sends;         /* sends from memory blk does not own, not complete */
 };
 
 /* The panic path. MPI_Abort makes the launcher kill every rank, and output
@@ -112,6 +113,7 @@ fail:
 }
 
 static void free_send(blk__comm *c, send_rec *s) {
+  if (blk__buffer_is_ref(&s->payload)) c->ref_sends--;
   blk__buffer_cache_give(c->cache, &s->payload);
   free(s);
 }
@@ -161,6 +163,9 @@ size_t blk__comm_unmatched(const blk__comm *c) {
 }
 size_t blk__comm_sends_pending(const blk__comm *c) {
   return c->nsends;
+}
+size_t blk__comm_ref_sends(const blk__comm *c) {
+  return c->ref_sends;
 }
 size_t blk__comm_recvs_pending(const blk__comm *c) {
   return c->nrecvs;
@@ -223,9 +228,10 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   if ((rc = blk__comm_check(mrc, synchronous ? "MPI_Issend" : "MPI_Isend"))) goto fail;
   if (pieces) {
     blk_buffer_swap(&s->payload, payload);
+    if (blk__buffer_is_ref(&s->payload)) c->ref_sends++;
     if ((rc = post_pieces(c->comm, dst, s->payload.data, size, s->reqs + 1, 0))) goto fail;
   } else {
-    blk_buffer_clear(payload);
+    blk__buffer_release(payload); /* copied inline */
   }
   s->unmatched = synchronous;
   if (push_ptr((void ***)&c->sends, &c->nsends, &c->cap_sends, s)) {
@@ -237,6 +243,7 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   c->unmatched += (size_t)synchronous;
   return BLK_OK;
 fail:
+  if (blk__buffer_is_ref(&s->payload)) c->ref_sends--;
   if (s->payload.data) blk_buffer_swap(&s->payload, payload);
   free_send(c, s);
   return rc;

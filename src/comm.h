@@ -57,8 +57,8 @@ MPI_Comm blk__comm_mpi(const blk__comm *c);
 /* Starts sending msg (with msg->size = payload->size) and payload to
  * dst_rank. The comm takes payload's storage (payload is left empty, or
  * keeps its storage if the payload went inline) and gives it to the cache
- * once sent. synchronous: the header is an MPI_Issend, counted by
- * blk__comm_unmatched until the receiver has matched it. BLK_EMPI,
+ * once sent. A reference payload is sent from the memory it refers to. synchronous: the header is
+ * an MPI_Issend, counted by blk__comm_unmatched until the receiver has matched it. BLK_EMPI,
  * BLK_ENOMEM. */
 int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,
                    int synchronous);
@@ -75,6 +75,9 @@ size_t blk__comm_unmatched(const blk__comm *c);
 /* Sends not complete, and payload receives not complete. */
 size_t blk__comm_sends_pending(const blk__comm *c);
 size_t blk__comm_recvs_pending(const blk__comm *c);
+/* Sends whose payload is a reference (buffer_cache.h) not yet complete: the
+ * memory they read must stay as it is until this is 0. */
+size_t blk__comm_ref_sends(const blk__comm *c);
 
 /* Turns an MPI return code into BLK_OK or BLK_EMPI with MPI's text. */
 int blk__comm_check(int mpi_rc, const char *what);

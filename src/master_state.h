@@ -101,6 +101,12 @@ void blk__master_deliver(const blk__msg *msg, blk_buffer *payload, void *ctx);
  * against worker threads. */
 int blk__master_progress_until(blk_master *m, int (*done)(blk_master *m, void *ctx), void *ctx);
 
+/* Makes empty out queue i refer to data (n bytes) instead of copying it
+ * (buffer_cache.h). For drivers that know the bytes stay valid and
+ * unchanged until the operation ends, and only without a memory budget (a
+ * reference cannot be spilled). */
+void blk__proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n);
+
 /* Stops the job naming the rank, gid, phase and round. */
 void blk__proxy_misuse(const blk_proxy *p, const char *fmt, ...) BLK__PRINTF(2, 3) BLK__NORETURN;
 

@@ -89,6 +89,15 @@ int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n) {
   return BLK_OK;
 }
 
+void blk__proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n) {
+  check_out(p, i);
+  if (p->out[i].size)
+    blk__proxy_misuse(p, "a reference enqueued after %zu bytes to gid %d", p->out[i].size,
+                      p->out_gids[i]);
+  blk__buffer_cache_give(p->master->cache, &p->out[i]);
+  blk__buffer_ref(&p->out[i], data, n);
+}
+
 int blk_proxy_enqueue_gid(blk_proxy *p, int gid, const void *data, size_t n) {
   int i = p->open_out ? p->open_out(p, gid) : find_gid(p->out_gids, p->nout, gid);
   if (i < 0)

@@ -110,6 +110,7 @@ static void mark_ready(rstate *s, rblock *b) {
  * so an out-of-core reduction does not run out of memory through its
  * messages. A failed write just keeps it in memory. */
 static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
+  if (blk__buffer_is_ref(q)) return; /* never under a budget: a reference cannot be spilled */
   if (!b->busy && !blk__budget_resident(s->m, b->lid))
     blk__budget_spill_queue(s->m, b->gid, q, rec);
 }
@@ -156,11 +157,11 @@ static void advance(rstate *s, rblock *b, int round) {
   b->nin = blk_partners_in(s->p, round, b->gid, b->in_gids, nin);
   b->nout = blk_partners_out(s->p, round, b->gid, b->out_gids, nout);
   for (int i = 0; i < b->nin; i++) {
-    blk_buffer_clear(&b->in[i]);
+    blk__buffer_release(&b->in[i]);
     blk__budget_drop_queue(s->m, &b->in_rec[i]);
     b->filled[i] = 0;
   }
-  for (int i = 0; i < b->nout; i++) blk_buffer_clear(&b->out[i]);
+  for (int i = 0; i < b->nout; i++) blk__buffer_release(&b->out[i]);
   /* Messages that came early for this round. */
   size_t kept = 0;
   for (size_t i = 0; i < b->npending; i++) {
@@ -172,7 +173,7 @@ static void advance(rstate *s, rblock *b, int round) {
         blk__budget_drop_queue(s->m, &b->in_rec[slot]);
         b->in_rec[slot] = pm->rec;
       }
-      blk_buffer_free(&pm->payload);
+      blk__buffer_cache_give(s->m->cache, &pm->payload);
     } else {
       b->pending[kept++] = *pm;
     }
@@ -262,7 +263,7 @@ static int finish(rstate *s, rblock *b, int ran) {
     int rank = blk_assigner_rank(s->a, dst);
     if (rank == me) {
       receive(s, dst, b->gid, b->round + 1, &b->out[i]);
-      blk_buffer_clear(&b->out[i]);
+      blk__buffer_release(&b->out[i]);
     } else {
       blk__msg msg = {s->m->epoch, b->gid, dst, b->round + 1, 0, 0, (int64_t)b->out[i].size};
       int rc = blk__comm_send(s->m->comm, rank, &msg, &b->out[i], 0);
@@ -422,6 +423,20 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
   }
   /* After an error, callbacks still running point into this state. */
   while (blk__sched_busy(&s.sched)) blk__sched_collect(&s.sched, lids, ran, 64, -1);
+  /* Sends that read a block's own memory (references) must be complete
+   * before the caller may change it. */
+  blk__backoff_reset(&wait);
+  while (blk__comm_ref_sends(m->comm)) {
+    int progressed = 0, crc = blk__comm_progress(m->comm, blk__master_deliver, m, 0, &progressed);
+    if (crc) {
+      if (!rc) rc = crc;
+      break;
+    }
+    if (progressed)
+      blk__backoff_reset(&wait);
+    else
+      blk__backoff_idle(&wait);
+  }
   m->route = NULL;
   int io = s.sched.error;
   end_state(&s);
