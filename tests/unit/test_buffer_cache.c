@@ -1,6 +1,6 @@
 /* test_buffer_cache: what is kept, what is taken, and the limits, against a
- * bookkeeping of capacities done here; then two threads giving and taking
- * through a pool. */
+ * bookkeeping of capacities done here; references to memory blk does not
+ * own; then two threads giving and taking through a pool. */
 #include <string.h>
 
 #include "blk/blk.h"
@@ -122,8 +122,37 @@ static void threads(void) {
   blk__buffer_cache_destroy(s.c);
 }
 
+/* A reference is read like any buffer, and releasing or giving it never
+ * frees the memory it refers to (ASan would see that free). */
+static void references(void) {
+  blk__buffer_cache *c;
+  CHECK_OK(blk__buffer_cache_create(&c, 4, (size_t)1 << 20));
+  static const char text[] = "owned by the caller";
+  blk_buffer r;
+  blk__buffer_ref(&r, text, sizeof text);
+  CHECK(blk__buffer_is_ref(&r));
+  char got[sizeof text];
+  CHECK_OK(blk_buffer_read(&r, got, sizeof got));
+  CHECK(!strcmp(got, text));
+  blk__buffer_release(&r);
+  CHECK(r.data == NULL && r.size == 0 && !blk__buffer_is_ref(&r));
+  blk__buffer_ref(&r, text, sizeof text);
+  blk__buffer_cache_give(c, &r);
+  CHECK(r.data == NULL);
+  CHECK_SIZE(blk__buffer_cache_bytes(c), 0);
+  /* Owned storage is kept by release, for the next write. */
+  blk_buffer o = sized(8192);
+  unsigned char *kept = o.data;
+  CHECK_OK(blk_buffer_write(&o, text, sizeof text));
+  blk__buffer_release(&o);
+  CHECK(o.data == kept && o.size == 0 && !blk__buffer_is_ref(&o));
+  blk_buffer_free(&o);
+  blk__buffer_cache_destroy(c);
+}
+
 int main(void) {
   keeps_and_takes();
+  references();
   limits();
   threads();
   printf("test_buffer_cache: ok\n");
