@@ -27,6 +27,13 @@ static void sleep_us(long us) {
   nanosleep(&t, NULL);
 }
 
+/* Waits without sleeping: nanosleep cannot wait a few microseconds (timer
+ * slack makes it 50 us or more). */
+static void busy_us(long us) {
+  double until = now_s() + 1e-6 * (double)us;
+  while (now_s() < until) continue;
+}
+
 /* Waits (sleeping) until *flag >= value, for at most 10 s; returns whether it got there. */
 static int wait_for(atomic_int *flag, int value) {
   double until = now_s() + 10.0;
@@ -210,6 +217,11 @@ static void check_timeouts(blk__pool *p) {
   CHECK_EQ_INT(blk__pool_collect(p, done, 4, 20000000L), 0);
   double waited = now_s() - t0;
   CHECK_MSG(waited >= 0.019 && waited < 5.0, "collect(20 ms) returned after %g s", waited);
+  /* A timeout shorter than the pool's spin is kept too. */
+  t0 = now_s();
+  CHECK_EQ_INT(blk__pool_collect(p, done, 4, 10000L), 0);
+  waited = now_s() - t0;
+  CHECK_MSG(waited >= 0.000009 && waited < 5.0, "collect(10 us) returned after %g s", waited);
   /* parallel_for still works while a task holds one worker. */
   check_parallel_for(p, 300);
   CHECK_EQ_INT(blk__pool_outstanding(p), 1);
@@ -219,6 +231,95 @@ static void check_timeouts(blk__pool *p) {
   CHECK_EQ_INT(atomic_load(&g.passed), 1);
   CHECK_EQ_INT(blk__pool_outstanding(p), 0);
   CHECK_EQ_INT(blk__pool_collect(p, done, 0, -1), 0);
+}
+
+/* ---- hand-offs: no wake-up lost at any point of the spin-then-sleep waits ---- */
+
+typedef struct handoff {
+  atomic_int ran;
+  int collected;
+  long work_us;   /* how long the task runs */
+  meet_ctx *meet; /* or NULL; else the task waits for the whole batch to run at once */
+} handoff;
+
+static void handoff_fn(void *arg) {
+  handoff *h = arg;
+  if (h->meet)
+    meet_fn(0, h->meet);
+  else if (h->work_us >= 50)
+    sleep_us(h->work_us);
+  else
+    busy_us(h->work_us);
+  atomic_fetch_add(&h->ran, 1);
+}
+
+/* Batches of tasks submitted after gaps shorter and longer than the pool's
+ * spin (so workers are found spinning, asleep, or between the two), tasks
+ * that finish while the driver spins or after it has gone to sleep, and
+ * collects without limit, with a long limit, and with limits shorter than
+ * the spin. Every fourth kind of batch is T tasks that can finish only if all
+ * T workers are awake at once, so a sleeper left asleep while a queued task
+ * waits is caught too. A lost wake-up shows as a task that never runs: a
+ * failed check, or (collect without limit) a hang for ctest's TIMEOUT. */
+static void check_handoffs(blk__pool *p) {
+  enum { CYCLES = 320 }; /* each gap, run time and kind of collect 4 times */
+  static const long gap_us[] = {0, 3, 25, 35, 200}; /* before each submit; the spin is 30 us */
+  static const long work_us[] = {0, 3, 40, 200};    /* each task's run time */
+  int t = blk__pool_nthreads(p);
+  size_t per = (size_t)t + 1;
+  handoff *h = calloc(CYCLES * per, sizeof *h);
+  CHECK(h);
+  void *done[8];
+  for (int c = 0; c < CYCLES; c++) {
+    long gap = gap_us[c % 5], work = work_us[(c / 5) % 4];
+    int mode = (c / 20) % 4;
+    size_t k = mode == 3 ? (size_t)t : 1 + (size_t)c % per;
+    handoff *batch = &h[(size_t)c * per];
+    meet_ctx meet;
+    atomic_init(&meet.arrived, 0);
+    atomic_init(&meet.met, 0);
+    meet.need = t;
+    for (size_t i = 0; i < k; i++) {
+      atomic_init(&batch[i].ran, 0);
+      batch[i].work_us = work;
+      batch[i].meet = mode == 3 ? &meet : NULL;
+      if (gap >= 50)
+        sleep_us(gap);
+      else
+        busy_us(gap);
+      CHECK_OK(blk__pool_submit(p, handoff_fn, &batch[i]));
+    }
+    double until = now_s() + 5.0;
+    for (size_t got = 0; got < k;) {
+      long timeout = mode == 1 ? 1000000000L : mode == 2 ? 10000L : -1;
+      double t0 = now_s();
+      size_t n = blk__pool_collect(p, done, 8, timeout);
+      /* A task takes 200 us at most: waiting half the 1 s limit means no one woke the driver. */
+      CHECK_MSG(mode != 1 || now_s() - t0 < 0.5, "T=%d cycle %d: collect(1 s) waited %g s", t, c,
+                now_s() - t0);
+      CHECK_MSG(n > 0 || mode == 2, "T=%d cycle %d: collect(%ld ns) found none of %zu tasks", t, c,
+                timeout, k - got);
+      CHECK_MSG(now_s() < until, "T=%d cycle %d: %zu of %zu tasks never finished", t, c, k - got,
+                k);
+      for (size_t i = 0; i < n; i++) {
+        handoff *d = done[i];
+        CHECK_MSG(d >= batch && d < batch + k, "T=%d cycle %d: collected a task of another batch",
+                  t, c);
+        d->collected++;
+      }
+      got += n;
+    }
+    CHECK_EQ_INT(blk__pool_outstanding(p), 0);
+    for (size_t i = 0; i < k; i++) {
+      CHECK_MSG(atomic_load(&batch[i].ran) == 1 && batch[i].collected == 1,
+                "T=%d cycle %d task %zu: ran %d times, collected %d times", t, c, i,
+                atomic_load(&batch[i].ran), batch[i].collected);
+    }
+    if (mode == 3)
+      CHECK_MSG(atomic_load(&meet.met) == t, "T=%d cycle %d: only %d of %d tasks ran at once", t, c,
+                atomic_load(&meet.met), t);
+  }
+  free(h);
 }
 
 /* ---- the mutex ---- */
@@ -268,6 +369,7 @@ int main(void) {
     check_tasks(p);
     check_timeouts(p);
     check_tasks(p); /* the rings are reused after draining */
+    check_handoffs(p);
     check_mutex(p);
     blk__pool_destroy(p);
   }
