@@ -299,12 +299,16 @@ int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_ar
 blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
                                                      const blk_arrays *spec) {
   if (spec->algorithm != BLK_ARRAYS_AUTO) return spec->algorithm;
-  size_t bytes = spec->count * type_size(spec->type);
-  if (bytes < BLK_ARRAYS_SPLIT_BYTES) return BLK_ARRAYS_BUTTERFLY;
-  /* SPLIT's halving order sends its largest pieces to the farthest blocks,
-   * on other ranks, so with several blocks per rank it moves several times
-   * the bytes across that TREE does (docs/performance.md). */
-  return blk_assigner_nblocks(a) > blk_assigner_nranks(a) ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+  int small = spec->count * type_size(spec->type) < BLK_ARRAYS_SPLIT_BYTES;
+  int nranks = blk_assigner_nranks(a);
+  /* Several blocks per rank: TREE keeps all but log_k(ranks) rounds on the
+   * rank, where its messages are references, while SPLIT's halving order
+   * sends its largest pieces across ranks and BUTTERFLY copies whole arrays
+   * every round; measured at 2 ranks x 8 blocks, TREE won at every size.
+   * On one rank nothing crosses, and SPLIT moves the fewest bytes. */
+  if (blk_assigner_nblocks(a) > nranks)
+    return nranks > 1 || small ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+  return small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
 }
 
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {

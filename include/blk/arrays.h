@@ -21,10 +21,13 @@
  *                    rounds, half of TREE's, each moving (k-1) whole arrays.
  *                    Latency-optimal (MPI libraries' recursive doubling);
  *                    for small arrays.
- *   BLK_ARRAYS_AUTO  BUTTERFLY below BLK_ARRAYS_SPLIT_BYTES; above, SPLIT
- *                    with one block per rank (n <= ranks) and TREE with
- *                    more (SPLIT's order then sends several times the bytes
- *                    across ranks; docs/performance.md).
+ *   BLK_ARRAYS_AUTO  with one block per rank (n <= ranks): BUTTERFLY below
+ *                    BLK_ARRAYS_SPLIT_BYTES, SPLIT above. With several
+ *                    blocks per rank on several ranks: TREE (its early
+ *                    rounds stay on the rank; SPLIT's order would send
+ *                    several times the bytes across ranks). On one rank:
+ *                    TREE below the threshold, SPLIT above. The choices
+ *                    follow the measurements in docs/performance.md.
  *
  * Every block ends with the same bits: the combines run in the same order
  * on every block (with BUTTERFLY, the group's order; floating-point sums
@@ -58,11 +61,11 @@ typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_BUTTERFLY = 3
 } blk_arrays_algorithm;
 
-/* Arrays of at least this many bytes use SPLIT or TREE under
- * BLK_ARRAYS_AUTO, smaller ones BUTTERFLY. At 2 ranks BUTTERFLY beats SPLIT
- * at 64 KiB, the two are even at 128-256 KiB and SPLIT wins from 512 KiB
- * (docs/performance.md); BUTTERFLY's bytes grow with log(ranks), so the
- * switch is at the low end of the even range. */
+/* The array size (bytes) from which BLK_ARRAYS_AUTO prefers SPLIT (see
+ * above). At 2 ranks x 1 block BUTTERFLY beats SPLIT at 64 KiB, the two are
+ * even at 128-256 KiB and SPLIT wins from 512 KiB (docs/performance.md);
+ * BUTTERFLY's bytes grow with log(ranks), so the switch is at the low end
+ * of the even range. */
 #define BLK_ARRAYS_SPLIT_BYTES 131072
 
 /* Returns the block's array (count elements). Called on pool threads with
