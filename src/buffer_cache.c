@@ -47,6 +47,14 @@ void blk__buffer_cache_destroy(blk__buffer_cache *c) {
   free(c);
 }
 
+/* The slot with the least capacity (under lock, n > 0). */
+static int smallest(const blk__buffer_cache *c) {
+  int s = 0;
+  for (int i = 1; i < c->n; i++)
+    if (c->slots[i].capacity < c->slots[s].capacity) s = i;
+  return s;
+}
+
 /* Drops slot i (under lock). */
 static void drop(blk__buffer_cache *c, int i) {
   c->bytes -= c->slots[i].capacity;
@@ -82,23 +90,16 @@ void blk__buffer_cache_give(blk__buffer_cache *c, blk_buffer *b) {
   }
   blk__mutex_lock(c->lock);
   if (c->n == c->max_slots) {
-    int smallest = 0;
-    for (int i = 1; i < c->n; i++)
-      if (c->slots[i].capacity < c->slots[smallest].capacity) smallest = i;
-    if (c->slots[smallest].capacity >= b->capacity) {
+    int i = smallest(c);
+    if (c->slots[i].capacity >= b->capacity) {
       blk__mutex_unlock(c->lock);
       blk_buffer_free(b);
       return;
     }
-    drop(c, smallest);
+    drop(c, i);
   }
   /* Room for the bytes: drop the smallest until it fits (b itself fits). */
-  while (c->bytes + b->capacity > c->max_bytes) {
-    int smallest = 0;
-    for (int i = 1; i < c->n; i++)
-      if (c->slots[i].capacity < c->slots[smallest].capacity) smallest = i;
-    drop(c, smallest);
-  }
+  while (c->bytes + b->capacity > c->max_bytes) drop(c, smallest(c));
   blk_buffer_clear(b);
   c->slots[c->n++] = *b;
   c->bytes += b->capacity;
