@@ -125,6 +125,20 @@ static int by_source(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Runs receive_fn with the n in queues in[] from gids[] (ascending). */
+static int receive(const a2a *s, void *block, const blk_proxy *p, int n, const int *gids,
+                   blk_buffer *in) {
+  blk_proxy user = *p;
+  user.nin = n;
+  user.in_gids = gids;
+  user.in = in;
+  user.nout = 0;
+  user.out_gids = NULL;
+  user.out = NULL;
+  user.phase = "all_to_all receive";
+  return s->receive_fn(block, &user, s->user);
+}
+
 /* Round R: hand the user one in queue per source, ascending. */
 static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int n) {
   qsort(got, (size_t)n, sizeof *got, by_source);
@@ -141,15 +155,7 @@ static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int 
       blk__proxy_misuse(p, "all_to_all: no memory for %llu bytes from gid %d",
                         (unsigned long long)got[i].size, gids[i]);
   }
-  blk_proxy user = *p;
-  user.nin = n;
-  user.in_gids = gids;
-  user.in = in;
-  user.nout = 0;
-  user.out_gids = NULL;
-  user.out = NULL;
-  user.phase = "all_to_all receive";
-  rc = s->receive_fn(block, &user, s->user);
+  rc = receive(s, block, p, n, gids, in);
   for (int i = 0; i < n; i++) blk__buffer_cache_give(s->m->cache, &in[i]);
   free(in);
   free(gids);
@@ -203,15 +209,7 @@ static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
       blk_buffer_init(&in[used]);
       blk_buffer_swap(&in[used++], &p->in[i]);
     }
-  blk_proxy user = *p;
-  user.nin = used;
-  user.in_gids = gids;
-  user.in = in;
-  user.nout = 0;
-  user.out_gids = NULL;
-  user.out = NULL;
-  user.phase = "all_to_all receive";
-  int rc = s->receive_fn(block, &user, s->user);
+  int rc = receive(s, block, p, used, gids, in);
   for (int i = 0; i < used; i++) blk_buffer_swap(&in[i], &p->in[slot[i]]);
   if (n > ON_STACK) {
     free(in);
