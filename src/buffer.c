@@ -15,6 +15,7 @@
  *
  * Locking: none; a buffer belongs to one thread at a time.
  */
+#include "alloc.h"
 #include "blk/buffer.h"
 
 #include <inttypes.h>
@@ -79,7 +80,7 @@ int blk_buffer_reserve(blk_buffer *b, size_t extra) {
   if (need <= b->capacity) return 0;
   size_t cap = b->capacity < MIN_CAPACITY ? MIN_CAPACITY : b->capacity;
   while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-  unsigned char *data = realloc(b->data, cap);
+  unsigned char *data = blk__realloc(b->data, cap);
   if (!data)
     return SET_ERROR(b, BLK_ENOMEM, "buffer: cannot grow from %zu to %zu bytes", b->capacity, cap);
   b->data = data;
@@ -241,7 +242,7 @@ int blk_buffer_read_array_alloc(blk_buffer *b, void **dst, size_t elem_size, siz
   int rc = read_array_header(b, elem_size, SIZE_MAX, count, &bytes);
   if (rc != 0) return rc;
   if (bytes == 0) return 0;
-  void *p = malloc(bytes);
+  void *p = blk__malloc(bytes);
   if (!p) {
     b->pos = at;
     *count = 0;

@@ -7,6 +7,7 @@
  * there are at most a few dozen slots and each call saves at least a page
  * fault.
  */
+#include "alloc.h"
 #include "buffer_cache.h"
 
 #include <stdint.h>
@@ -25,11 +26,11 @@ struct blk__buffer_cache {
 
 int blk__buffer_cache_create(blk__buffer_cache **out, int slots, size_t max_bytes) {
   *out = NULL;
-  blk__buffer_cache *c = calloc(1, sizeof *c);
+  blk__buffer_cache *c = blk__calloc(1, sizeof *c);
   if (!c) return BLK_ENOMEM;
   c->max_slots = slots > 0 ? slots : 1;
   c->max_bytes = max_bytes;
-  c->slots = calloc((size_t)c->max_slots, sizeof *c->slots);
+  c->slots = blk__calloc((size_t)c->max_slots, sizeof *c->slots);
   if (!c->slots || blk__mutex_create(&c->lock)) {
     free(c->slots);
     free(c);

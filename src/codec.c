@@ -28,6 +28,7 @@
  * block, and transiently ZSTD_compressBound(n) bytes in `out`.
  * Locking: none; one codec per thread.
  */
+#include "alloc.h"
 #include "codec.h"
 
 #include <stdlib.h>
@@ -49,7 +50,7 @@ struct blk__codec {
 /* Makes scratch at least n bytes; its old contents are not kept. */
 static int scratch_reserve(blk__codec *c, size_t n) {
   if (n <= c->scratch_cap) return 0;
-  unsigned char *p = malloc(n);
+  unsigned char *p = blk__malloc(n);
   if (!p) return blk__fail(BLK_ENOMEM, "codec: scratch buffer of %zu bytes", n);
   free(c->scratch);
   c->scratch = p;
@@ -74,7 +75,7 @@ int blk__codec_create(blk__codec **out, int level) {
                    level, ZSTD_minCLevel(), ZSTD_maxCLevel());
     goto fail;
   }
-  c = calloc(1, sizeof *c);
+  c = blk__calloc(1, sizeof *c);
   if (!c) {
     rc = blk__fail(BLK_ENOMEM, "codec: %zu bytes for the codec", sizeof *c);
     goto fail;

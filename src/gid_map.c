@@ -1,4 +1,5 @@
 /* gid_map.c: open addressing with linear probing; see gid_map.h. */
+#include "alloc.h"
 #include "gid_map.h"
 
 #include <stdint.h>
@@ -32,8 +33,8 @@ static void insert(int *keys, int *values, size_t capacity, int gid, int value) 
 int blk__gid_map_put(blk__gid_map *map, int gid, int value) {
   if (2 * (map->count + 1) > map->capacity) {
     size_t ncap = map->capacity ? map->capacity * 2 : 16;
-    int *keys = malloc(ncap * sizeof *keys);
-    int *values = malloc(ncap * sizeof *values);
+    int *keys = blk__malloc(ncap * sizeof *keys);
+    int *values = blk__malloc(ncap * sizeof *values);
     if (!keys || !values) {
       free(keys);
       free(values);

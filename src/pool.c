@@ -74,6 +74,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "alloc.h"
 #include "pool.h"
 
 #include <errno.h>
@@ -81,6 +82,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -119,6 +121,10 @@ struct blk__pool {
   unsigned long job_gen;
   int job_open;
   int job_busy;
+
+  /* A worker's panic, for the driver to stop the job with (fail.h): only
+   * the driver may call MPI_Abort. Set once, under the lock. */
+  char panic[512];
 
   size_t cap; /* capacity of both rings */
   task *queue;
@@ -194,8 +200,34 @@ static void run_indices(blk__pool *p, void (*fn)(size_t, void *), void *ctx, siz
   }
 }
 
+/* The pool of the calling worker thread (NULL on other threads). */
+static _Thread_local blk__pool *my_pool;
+
+/* blk__panic on a worker: hands the message to the driver, wakes it, and
+ * parks this thread for good (its callback cannot go on; the driver stops
+ * the job). */
+static void worker_panic(const char *message) {
+  blk__pool *p = my_pool;
+  mutex_lock(&p->lock);
+  if (!p->panic[0]) snprintf(p->panic, sizeof p->panic, "%s", message);
+  bump(&p->done_seq);
+  if (p->driver_asleep) pthread_cond_signal(&p->done);
+  for (;;) cond_wait(&p->work, &p->lock);
+}
+
+/* On the driver, with the lock held: stops the job if a worker panicked. */
+static void check_panic(blk__pool *p) {
+  if (!p->panic[0]) return;
+  char message[sizeof p->panic];
+  memcpy(message, p->panic, sizeof message);
+  mutex_unlock(&p->lock);
+  blk__panic("%s", message);
+}
+
 static void *worker_main(void *arg) {
   blk__pool *p = arg;
+  my_pool = p;
+  blk__set_panic_handoff(worker_panic);
   unsigned long joined = 0; /* generation of the last job this worker joined */
   int64_t spin_until = 0;   /* after running work, poll for more until then */
   mutex_lock(&p->lock);
@@ -285,7 +317,7 @@ int blk__pool_create(blk__pool **out, int nthreads) {
     rc = blk__fail(BLK_EINVAL, "pool: nthreads = %d, must be at least 1", nthreads);
     goto out;
   }
-  p = calloc(1, sizeof *p);
+  p = blk__calloc(1, sizeof *p);
   if (!p) {
     rc = blk__fail(BLK_ENOMEM, "pool: cannot allocate a pool of %d threads", nthreads);
     goto out;
@@ -316,7 +348,7 @@ int blk__pool_create(blk__pool **out, int nthreads) {
   }
   p->ninit = 3;
   if (nthreads > 1) {
-    p->threads = calloc((size_t)nthreads, sizeof *p->threads);
+    p->threads = blk__calloc((size_t)nthreads, sizeof *p->threads);
     if (!p->threads) {
       rc = blk__fail(BLK_ENOMEM, "pool: cannot allocate %d thread handles", nthreads);
       goto out;
@@ -384,8 +416,9 @@ void blk__pool_parallel_for(blk__pool *p, size_t n, void (*fn)(size_t i, void *c
   if (p->sleeping > 0) pthread_cond_broadcast(&p->work);
   /* done_seq also counts tasks finishing: spin on until the job closes. */
   int64_t spin_until = now_ns() + SPIN_NS;
-  while (p->job_open && driver_spin(p, spin_until)) continue;
-  while (p->job_open) driver_sleep(p, NULL);
+  while (p->job_open && !p->panic[0] && driver_spin(p, spin_until)) continue;
+  while (p->job_open && !p->panic[0]) driver_sleep(p, NULL);
+  check_panic(p);
   p->job_fn = NULL;
   p->job_ctx = NULL;
   mutex_unlock(&p->lock);
@@ -399,8 +432,8 @@ static int grow_rings(blk__pool *p) {
       return blk__fail(BLK_ENOMEM, "pool: %zu outstanding tasks are too many", p->outstanding);
     cap *= 2;
   }
-  task *queue = malloc(cap * sizeof *queue);
-  void **finished = malloc(cap * sizeof *finished);
+  task *queue = blk__malloc(cap * sizeof *queue);
+  void **finished = blk__malloc(cap * sizeof *finished);
   if (!queue || !finished) {
     free(queue);
     free(finished);
@@ -474,9 +507,10 @@ size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns)
     /* A spin that found nothing: sleep only, until a task is submitted or
      * collected, so polling collect in a loop does not become a busy wait. */
     if (p->may_spin) p->may_spin = driver_spin(p, now_ns() + spin_ns);
-    while (p->finished_count == 0)
+    while (p->finished_count == 0 && !p->panic[0])
       if (!driver_sleep(p, timeout_ns > 0 ? &until : NULL)) break;
   }
+  check_panic(p);
   size_t n = p->finished_count < max ? p->finished_count : max;
   for (size_t k = 0; k < n; k++) {
     done[k] = p->finished[p->finished_head];
@@ -499,7 +533,7 @@ struct blk__mutex {
 
 int blk__mutex_create(blk__mutex **out) {
   *out = NULL;
-  blk__mutex *m = malloc(sizeof *m);
+  blk__mutex *m = blk__malloc(sizeof *m);
   if (!m) return blk__fail(BLK_ENOMEM, "mutex: cannot allocate %zu bytes", sizeof *m);
   int e = pthread_mutex_init(&m->m, NULL);
   if (e != 0) {
