@@ -23,6 +23,10 @@
  * The driver is blk_reduce; the callback below runs the user's send_fn in
  * round 0, only forwards in rounds 1..R-1, and runs receive_fn in round R.
  * Per-block state is touched only by the pool thread running that block.
+ * A round that finds no memory returns BLK_ENOMEM (the driver fails the
+ * block and what depends on it); so does a send phase in which an enqueue
+ * failed, even if send_fn went on and returned 0, so nothing is lost
+ * silently.
  *
  * Cost (n blocks, m bytes sent per block, R = log_k n rounds): alpha per
  * group member per round, (k-1)/k of the carried bytes per round across,
@@ -32,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "blk/all_to_all.h"
 #include "blk/partners.h"
 #include "blk/reduce.h"
@@ -49,6 +54,7 @@ typedef struct a2a_block {
   int *gids;
   blk_buffer *queues;
   int n, cap;
+  int lost; /* an enqueue in the send phase found no memory */
 } a2a_block;
 
 typedef struct a2a {
@@ -61,11 +67,12 @@ typedef struct a2a {
 } a2a;
 
 typedef struct send_hook {
-  a2a *s;
+  const a2a *s;
   a2a_block *b;
 } send_hook;
 
-/* proxy open_out hook: the out queue for gid, created if new. */
+/* proxy open_out hook: the out queue for gid, created if new; -2 (with the
+ * detail set) when there is no memory for it. */
 static int open_out(blk_proxy *p, int gid) {
   send_hook *h = p->hook;
   a2a_block *b = h->b;
@@ -75,33 +82,37 @@ static int open_out(blk_proxy *p, int gid) {
   if (i >= 0) return i;
   if (b->n == b->cap) {
     int ncap = b->cap ? 2 * b->cap : 8;
-    int *gids = realloc(b->gids, (size_t)ncap * sizeof *gids);
+    int *gids = blk__realloc(b->gids, (size_t)ncap * sizeof *gids);
     if (gids) b->gids = gids;
-    blk_buffer *queues = gids ? realloc(b->queues, (size_t)ncap * sizeof *queues) : NULL;
-    if (!queues) blk__proxy_misuse(p, "all_to_all: no memory for %d destinations", ncap);
+    blk_buffer *queues = gids ? blk__realloc(b->queues, (size_t)ncap * sizeof *queues) : NULL;
+    if (!queues) goto no_memory;
     b->queues = queues;
     b->cap = ncap;
   }
+  if (blk__gid_map_put(&b->index, gid, b->n)) goto no_memory;
   i = b->n++;
   b->gids[i] = gid;
   blk_buffer_init(&b->queues[i]);
-  if (blk__gid_map_put(&b->index, gid, i))
-    blk__proxy_misuse(p, "all_to_all: no memory for %d destinations", b->n);
   p->out_gids = b->gids;
   p->out = b->queues;
   p->nout = b->n;
   return i;
+no_memory:
+  b->lost = 1;
+  blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for a queue to gid %d",
+            blk_proxy_gid(p), gid);
+  return -2;
 }
 
 /* Appends one item to the out queue of the group member that matches dst in
  * this round's digit. */
-static void forward(const a2a *s, blk_proxy *p, int32_t src, int32_t dst, const void *data,
-                    uint64_t size) {
+static int forward(const a2a *s, blk_proxy *p, int32_t src, int32_t dst, const void *data,
+                   uint64_t size) {
   int j = blk_partners_round_position(s->p, blk_proxy_round(p), dst);
   item_header h = {src, dst, size};
-  if (blk_proxy_enqueue(p, j, &h, sizeof h) || blk_proxy_enqueue(p, j, data, (size_t)size))
-    blk__proxy_misuse(p, "all_to_all: no memory to forward %llu bytes to gid %d",
-                      (unsigned long long)size, (int)dst);
+  int rc = blk_proxy_enqueue(p, j, &h, sizeof h);
+  if (!rc) rc = blk_proxy_enqueue(p, j, data, (size_t)size);
+  return rc;
 }
 
 /* Reads the next item of in queue i; its bytes stay in the queue. */
@@ -136,27 +147,59 @@ static int receive(const a2a *s, void *block, const blk_proxy *p, int n, const i
   user.out_gids = NULL;
   user.out = NULL;
   user.phase = "all_to_all receive";
-  return s->receive_fn(block, &user, s->user);
+  blk__clear_error();
+  int rc = s->receive_fn(block, &user, s->user);
+  return rc ? blk__callback_error("receive callback", rc) : BLK_OK;
+}
+
+/* Round 0: runs send_fn with the open_out hook; a failed enqueue fails the
+ * send phase whatever send_fn returned. */
+static int send_phase(const a2a *s, void *block, const blk_proxy *p, a2a_block *b) {
+  send_hook hook = {s, b};
+  blk_proxy user = *p;
+  user.nin = user.nout = 0;
+  user.in_gids = user.out_gids = NULL;
+  user.in = user.out = NULL;
+  user.open_out = open_out;
+  user.hook = &hook;
+  user.phase = "all_to_all send";
+  blk__clear_error();
+  int rc = s->send_fn(block, &user, s->user);
+  if (rc) return blk__callback_error("send callback", rc);
+  for (int i = 0; i < b->n && !b->lost; i++) b->lost = b->queues[i].error != 0;
+  if (b->lost)
+    return blk__fail(BLK_ENOMEM,
+                     "all_to_all: gid %d: an enqueue of its send phase found no memory (and the "
+                     "send callback returned 0)",
+                     blk_proxy_gid(p));
+  return BLK_OK;
 }
 
 /* Round R: hand the user one in queue per source, ascending. */
 static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int n) {
   qsort(got, (size_t)n, sizeof *got, by_source);
-  int *gids = malloc((size_t)(n ? n : 1) * sizeof *gids);
-  blk_buffer *in = calloc((size_t)(n ? n : 1), sizeof *in);
+  int *gids = blk__malloc((size_t)(n ? n : 1) * sizeof *gids);
+  blk_buffer *in = blk__calloc((size_t)(n ? n : 1), sizeof *in);
   int rc = BLK_OK;
-  if (!gids || !in) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", n);
+  if (!gids || !in) {
+    rc = blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals",
+                   blk_proxy_gid(p), n);
+    goto exit;
+  }
   for (int i = 0; i < n; i++) {
     gids[i] = got[i].src;
     if (i > 0 && gids[i] == gids[i - 1])
       blk__proxy_misuse(p, "all_to_all: two messages from gid %d", gids[i]);
     if (blk__buffer_cache_reserve(s->m->cache, &in[i], (size_t)got[i].size) ||
-        blk_buffer_write(&in[i], got[i].data, (size_t)got[i].size))
-      blk__proxy_misuse(p, "all_to_all: no memory for %llu bytes from gid %d",
-                        (unsigned long long)got[i].size, gids[i]);
+        blk_buffer_write(&in[i], got[i].data, (size_t)got[i].size)) {
+      rc = blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %llu bytes from gid %d",
+                     blk_proxy_gid(p), (unsigned long long)got[i].size, gids[i]);
+      goto exit;
+    }
   }
   rc = receive(s, block, p, n, gids, in);
-  for (int i = 0; i < n; i++) blk__buffer_cache_give(s->m->cache, &in[i]);
+exit:
+  for (int i = 0; in && i < n; i++) blk__buffer_cache_give(s->m->cache, &in[i]);
   free(in);
   free(gids);
   return rc;
@@ -165,20 +208,22 @@ static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int 
 /* Round 0 of several: every destination's queue, as one item, into the
  * message for the group member on its way; each message sized first, so it
  * is written without growing. */
-static void pack(const a2a *s, blk_proxy *p, a2a_block *b) {
+static int pack(const a2a *s, blk_proxy *p, a2a_block *b) {
   int gid = blk_proxy_gid(p), nout = blk_proxy_out_count(p);
-  size_t *bytes = calloc((size_t)(nout ? nout : 1), sizeof *bytes);
-  if (!bytes) blk__proxy_misuse(p, "all_to_all: no memory for %d messages", nout);
+  size_t *bytes = blk__calloc((size_t)(nout ? nout : 1), sizeof *bytes);
+  if (!bytes) return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d messages", gid, nout);
   for (int i = 0; i < b->n; i++)
     if (b->queues[i].size)
       bytes[blk_partners_round_position(s->p, 0, b->gids[i])] +=
           sizeof(item_header) + b->queues[i].size;
-  for (int j = 0; j < nout; j++)
-    if (bytes[j] && blk__buffer_cache_reserve(s->m->cache, &p->out[j], bytes[j]))
-      blk__proxy_misuse(p, "all_to_all: no memory for a %zu-byte message", bytes[j]);
+  int rc = BLK_OK;
+  for (int j = 0; j < nout && !rc; j++)
+    if (bytes[j]) rc = blk__buffer_cache_reserve(s->m->cache, &p->out[j], bytes[j]);
   free(bytes);
-  for (int i = 0; i < b->n; i++)
-    if (b->queues[i].size) forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
+  for (int i = 0; i < b->n && !rc; i++)
+    if (b->queues[i].size) rc = forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
+  if (rc) return blk__fail(rc, "all_to_all: gid %d has no memory to pack its messages", gid);
+  return BLK_OK;
 }
 
 /* The last round of a direct exchange: in queue i holds exactly what in-
@@ -192,10 +237,16 @@ static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
   int *gids = gids_here, *slot = slot_here;
   blk_buffer *in = in_here;
   if (n > ON_STACK) {
-    gids = malloc((size_t)n * sizeof *gids);
-    slot = malloc((size_t)n * sizeof *slot);
-    in = malloc((size_t)n * sizeof *in);
-    if (!gids || !slot || !in) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", n);
+    gids = blk__malloc((size_t)n * sizeof *gids);
+    slot = blk__malloc((size_t)n * sizeof *slot);
+    in = blk__malloc((size_t)n * sizeof *in);
+    if (!gids || !slot || !in) {
+      free(in);
+      free(slot);
+      free(gids);
+      return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals",
+                       blk_proxy_gid(p), n);
+    }
   }
   /* The group lists members by their digit, which for one round is the gid:
    * ascending already. */
@@ -225,16 +276,10 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
   int gid = blk_proxy_gid(p);
   if (r == 0) {
     a2a_block *b = &s->blocks[blk__gid_map_get(&s->m->lids, gid)];
-    send_hook hook = {s, b};
-    blk_proxy user_p = *p;
-    user_p.nin = user_p.nout = 0;
-    user_p.in_gids = user_p.out_gids = NULL;
-    user_p.in = user_p.out = NULL;
-    user_p.open_out = open_out;
-    user_p.hook = &hook;
-    user_p.phase = "all_to_all send";
-    rc = s->send_fn(block, &user_p, s->user);
-    if (s->rounds == 0) {
+    rc = send_phase(s, block, p, b);
+    if (rc) {
+      /* nothing goes out: the driver sends failed messages */
+    } else if (s->rounds == 0) {
       /* One block: what it sent to itself is all it receives. */
       arrival got = {gid, 0, NULL};
       int n = 0;
@@ -243,18 +288,18 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
         got.data = b->queues[0].data;
         n = 1;
       }
-      int rrc = deliver_to_user(s, block, p, &got, n);
-      if (!rc) rc = rrc;
+      rc = deliver_to_user(s, block, p, &got, n);
     } else if (s->rounds == 1) {
       for (int i = 0; i < b->n; i++) { /* a direct exchange: the queue is the message */
         int j = blk_partners_round_position(s->p, 0, b->gids[i]);
         blk_buffer_swap(&p->out[j], &b->queues[i]);
       }
     } else {
-      pack(s, p, b);
+      rc = pack(s, p, b);
     }
     for (int i = 0; i < b->n; i++) blk__buffer_cache_give(s->m->cache, &b->queues[i]);
     b->n = 0;
+    b->lost = 0;
     blk__gid_map_free(&b->index);
     return rc;
   }
@@ -263,15 +308,17 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
       while (blk_proxy_incoming_remaining(p, i)) {
         item_header h;
         const void *data = next_item(p, i, &h);
-        forward(s, p, h.src, h.dst, data, h.size);
+        if ((rc = forward(s, p, h.src, h.dst, data, h.size)))
+          return blk__fail(rc, "all_to_all: gid %d has no memory to forward %llu bytes to gid %d",
+                           gid, (unsigned long long)h.size, (int)h.dst);
       }
     return BLK_OK;
   }
   if (s->rounds == 1) return deliver_direct(s, block, p);
   /* The last round: everything here is for this block. */
   int n = 0, cap = 16;
-  arrival *got = malloc((size_t)cap * sizeof *got);
-  if (!got) blk__proxy_misuse(p, "all_to_all: no memory");
+  arrival *got = blk__malloc((size_t)cap * sizeof *got);
+  if (!got) return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for its arrivals", gid);
   for (int i = 0; i < blk_proxy_in_count(p); i++)
     while (blk_proxy_incoming_remaining(p, i)) {
       item_header h;
@@ -281,8 +328,12 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
                           (int)h.src);
       if (n == cap) {
         cap *= 2;
-        arrival *grown = realloc(got, (size_t)cap * sizeof *got);
-        if (!grown) blk__proxy_misuse(p, "all_to_all: no memory for %d arrivals", cap);
+        arrival *grown = blk__realloc(got, (size_t)cap * sizeof *got);
+        if (!grown) {
+          free(got);
+          return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals", gid,
+                           cap);
+        }
         got = grown;
       }
       got[n++] = (arrival){h.src, h.size, data};
@@ -301,22 +352,24 @@ static int needs_block(int round, void *user) {
 
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user) {
+  static const blk__driver driver = {"all_to_all", needs_block, 1};
+  if (!m) return blk__fail(BLK_EINVAL, "all_to_all: the master is NULL");
   if (!a || !send_fn || !receive_fn)
     return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");
   a2a s = {.m = m, .send_fn = send_fn, .receive_fn = receive_fn, .user = user};
   s.nblocks = blk_assigner_nblocks(a);
   blk_partners *p = NULL;
   int rc = blk_partners_create(&p, BLK_SWAP, 1, &s.nblocks, k, contiguous);
-  if (rc) return rc;
-  s.p = p;
-  s.rounds = blk_partners_rounds(p);
-  s.blocks = calloc((size_t)(m->nblocks ? m->nblocks : 1), sizeof *s.blocks);
-  if (!s.blocks) {
+  if (!rc && !(s.blocks = blk__calloc((size_t)(m->nblocks ? m->nblocks : 1), sizeof *s.blocks)))
     rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", m->nblocks);
+  if (rc) { /* the other ranks may be under way: take part, failed */
+    rc = blk__reduce_abort(m, rc, driver.name);
     goto exit;
   }
+  s.p = p;
+  s.rounds = blk_partners_rounds(p);
   for (int i = 0; i < m->nblocks; i++) blk__gid_map_init(&s.blocks[i].index);
-  rc = blk__reduce_run(m, a, p, a2a_round, &s, needs_block);
+  rc = blk__reduce_run(m, a, p, a2a_round, &s, &driver);
 exit:
   if (s.blocks)
     for (int i = 0; i < m->nblocks; i++) {

@@ -29,11 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "blk/partners.h"
 #include "blk/reduce.h"
 #include "combine.h"
 #include "fail.h"
 #include "master_state.h"
+#include "reduce_run.h"
 
 typedef struct job {
   const blk_arrays *spec;
@@ -133,8 +135,8 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
   if (nin > 1) {
     int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
     unsigned char *acc = a;
-    if (!in_place && !(acc = malloc(bytes ? bytes : 1)))
-      blk__proxy_misuse(p, "arrays: no memory for a %zu-byte array", bytes);
+    if (!in_place && !(acc = blk__malloc(bytes ? bytes : 1)))
+      return blk__fail(BLK_ENOMEM, "arrays: gid %d has no memory for a %zu-byte array", gid, bytes);
     int first = 1;
     for (int i = 0; i < nin; i++) {
       int src = blk_proxy_in_gid(p, i);
@@ -252,17 +254,37 @@ static int refs_allowed(const blk_master *m) {
   return !blk__budget_active(&m->budget);
 }
 
+/* The reduction as the array collectives run it: their round functions
+ * return blk's codes (an enqueue that found no memory) as they are. */
+static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                  void *j) {
+  static const blk__driver driver = {"arrays", NULL, 1};
+  return blk__reduce_run(m, a, p, fn, j, &driver);
+}
+
+/* Makes the partners of a pattern; if that fails on this rank, the others
+ * may already be under way, so this rank takes part, failed (*rc is then the
+ * operation's agreed code and NULL is returned). */
+static blk_partners *partners(blk_master *m, blk_pattern pattern, int n, int k, int contiguous,
+                              int *rc) {
+  blk_partners *p = NULL;
+  if ((*rc = blk_partners_create(&p, pattern, 1, &n, k, contiguous)))
+    *rc = blk__reduce_abort(m, *rc, "arrays");
+  return p;
+}
+
 /* Runs one pattern with one of the round functions above. */
 static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk_pattern pattern,
                int contiguous, blk_reduce_fn fn, int copy) {
   size_t elem = 0;
+  if (!m) return blk__fail(BLK_EINVAL, "arrays: the master is NULL");
   int rc = check_spec(a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = NULL;
-  if ((rc = blk_partners_create(&p, pattern, 1, &n, spec->k, contiguous))) return rc;
+  blk_partners *p = partners(m, pattern, n, spec->k, contiguous, &rc);
+  if (!p) return rc;
   job j = {spec, p, n, elem, copy, refs_allowed(m)};
-  rc = blk_reduce(m, a, p, fn, &j);
+  rc = reduce(m, a, p, fn, &j);
   blk_partners_destroy(p);
   return rc;
 }
@@ -313,36 +335,39 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
 
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
   size_t elem = 0;
+  if (!m) return blk__fail(BLK_EINVAL, "arrays: the master is NULL");
   int rc = check_spec(a, spec, &elem);
   if (rc) return rc;
   blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(a, spec);
   int n = blk_assigner_nblocks(a);
   if (alg == BLK_ARRAYS_BUTTERFLY) {
-    blk_partners *p = NULL;
-    if ((rc = blk_partners_create(&p, BLK_SWAP, 1, &n, spec->k, 1))) return rc;
+    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
+    if (!p) return rc;
     job j = {spec, p, n, elem, 0, 0}; /* each round changes what the last one sent */
-    rc = blk_reduce(m, a, p, butterfly_round, &j);
+    rc = reduce(m, a, p, butterfly_round, &j);
     blk_partners_destroy(p);
     return rc;
   }
   if (alg == BLK_ARRAYS_TREE) {
-    blk_partners *p = NULL;
-    if ((rc = blk_partners_create(&p, BLK_ALLREDUCE, 1, &n, spec->k, 1))) return rc;
+    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, &rc);
+    if (!p) return rc;
     tree_job t = {{spec, p, n, elem, 0, refs_allowed(m)}, blk_partners_rounds(p) / 2};
-    rc = blk_reduce(m, a, p, tree_allreduce_round, &t);
+    rc = reduce(m, a, p, tree_allreduce_round, &t);
     blk_partners_destroy(p);
     return rc;
   }
-  /* Reduce-scatter in halving order, then the same groups backwards. */
-  blk_partners *p = NULL;
-  if ((rc = blk_partners_create(&p, BLK_SWAP, 1, &n, spec->k, 0))) return rc;
+  /* Reduce-scatter in halving order, then the same groups backwards. Both
+   * halves run on every rank, or neither: a failed first half is agreed. */
+  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, &rc);
+  if (!p) return rc;
   int R = blk_partners_rounds(p), radices[64], axes[64] = {0};
   for (int e = 0; e < R; e++) radices[e] = blk_partners_round_radix(p, R - 1 - e);
   job j = {spec, p, n, elem, 0, refs_allowed(m)};
-  rc = blk_reduce(m, a, p, scatter_round, &j);
+  rc = reduce(m, a, p, scatter_round, &j);
   blk_partners *back = NULL;
-  if (!rc) rc = blk_partners_create_rounds(&back, BLK_SWAP, 1, &n, R, axes, radices, 1);
-  if (!rc) rc = blk_reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
+  if (!rc && (rc = blk_partners_create_rounds(&back, BLK_SWAP, 1, &n, R, axes, radices, 1)))
+    rc = blk__reduce_abort(m, rc, "arrays");
+  if (!rc) rc = reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
   blk_partners_destroy(back);
   blk_partners_destroy(p);
   return rc;

@@ -16,6 +16,14 @@
  * exchange's termination test (a non-blocking consensus, Hoefler et al.'s
  * NBX), where nobody knows in advance who sends to whom.
  *
+ * Failures: a send that cannot start (no memory for its record, or MPI
+ * refusing the header) is returned and nothing of it is under way; an
+ * inline message that finds no memory on arrival is delivered as lost.
+ * Past that point a message is partly under way and its peer waits for the
+ * rest: an MPI error then (MPI's state after one is undefined), or no
+ * memory for a large payload the sender waits to hand over, stops the job
+ * with a message naming the call and the peer.
+ *
  * Only the thread that created the comm calls these functions.
  */
 #ifndef BLK_COMM_H
@@ -29,24 +37,29 @@
 #include "buffer_cache.h"
 
 typedef struct blk__msg {
-  int32_t op;      /* operation number: which exchange or reduction */
+  uint32_t op;     /* operation number (epoch), compared modulo 2^32 */
   int32_t src_gid; /* sending block */
   int32_t dst_gid; /* receiving block */
   int32_t key;     /* operation-specific (round, link direction) */
   int32_t aux;     /* operation-specific (link occurrence) */
-  int32_t flags;   /* operation-specific */
+  int32_t flags;   /* BLK__MSG_* (operation.h) */
   int64_t size;    /* payload bytes */
 } blk__msg;
 
 typedef struct blk__comm blk__comm;
 
 /* Called for every message that has fully arrived; the callee may take the
- * payload's storage with blk_buffer_swap (what it leaves goes to the cache). */
-typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
+ * payload's storage with blk_buffer_swap (what it leaves goes to the cache).
+ * lost is 0, or the code of a failure that found no storage for the
+ * payload on arrival (blk_last_error() says why): the payload is then a
+ * reference to bytes lent only for the call, which a callee may copy into
+ * storage it already has, but must not keep. */
+typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, int lost, void *ctx);
 
-/* Duplicates comm (errors returned, not fatal) and installs the panic
- * handler that stops every rank. Payload storage comes from cache and goes
- * back to it (NULL: malloc). BLK_EMPI, BLK_ENOMEM. Collective. */
+/* Takes over comm (a duplicate the caller made for blk, with
+ * MPI_ERRORS_RETURN; freed by destroy) and installs the panic handler that
+ * stops every rank. Payload storage comes from cache and goes back to it
+ * (NULL: malloc). BLK_ENOMEM (comm is then still the caller's). */
 int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache);
 void blk__comm_destroy(blk__comm *c);
 
@@ -57,21 +70,28 @@ MPI_Comm blk__comm_mpi(const blk__comm *c);
 /* Starts sending msg (with msg->size = payload->size) and payload to
  * dst_rank. The comm takes payload's storage (payload is left empty, or
  * keeps its storage if the payload went inline) and gives it to the cache
- * once sent. A reference payload is sent from the memory it refers to. synchronous: the header is
- * an MPI_Issend, counted by blk__comm_unmatched until the receiver has matched it. BLK_EMPI,
- * BLK_ENOMEM. */
+ * once sent. A reference payload is sent from the memory it refers to.
+ * synchronous: the header is an MPI_Issend, counted by blk__comm_unmatched
+ * until the receiver has matched it. BLK_ENOMEM or BLK_EMPI when the send
+ * could not start: then nothing was sent and payload is as it was. */
 int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,
                    int synchronous);
 
 /* One pass of progress: completes finished sends, receives headers that
  * have arrived (if probe is set) and payloads that have completed, calling
  * deliver for each message that is whole. *progressed is set to 1 if
- * anything happened. BLK_EMPI, BLK_ENOMEM. */
-int blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, void *ctx, int probe,
-                       int *progressed);
+ * anything happened. */
+void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, void *ctx, int probe,
+                        int *progressed);
 
 /* Synchronous headers not yet matched by their receiver. */
 size_t blk__comm_unmatched(const blk__comm *c);
+/* What this comm has sent so far (for the log's per-operation figures). */
+typedef struct blk__comm_counts {
+  uint64_t messages, bytes;
+} blk__comm_counts;
+void blk__comm_counts_get(const blk__comm *c, blk__comm_counts *out);
+
 /* Sends not complete, and payload receives not complete. */
 size_t blk__comm_sends_pending(const blk__comm *c);
 size_t blk__comm_recvs_pending(const blk__comm *c);

@@ -1,17 +1,22 @@
 /*
  * master.c: a rank's blocks, their links and queues, the pool, and the
- * delivery of messages to the running operation.
+ * collective calls that need no messages between blocks (create, destroy,
+ * decompose, foreach).
  *
  * Invariants: blocks[lid] for lid in 0..nblocks-1, in the order added;
  * lids maps gid -> lid. Each block has one in and one out buffer per link.
  * Only the creating thread touches the master's fields; a callback on a pool
  * thread touches only its own block's record (queues, posts), so foreach
  * needs no lock.
+ *
+ * Create agrees with MPI_Allreduce on the caller's communicator (the
+ * duplicate may be what failed); every later collective call is an
+ * operation that ends with blk's own agreement (operation.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
+#include "alloc.h"
 #include "logger.h"
 #include "master_state.h"
 #include "reduce_run.h"
@@ -28,51 +33,90 @@ static size_t cache_bytes(const blk_master_config *cfg) {
   return cfg->mem_bytes && quarter < CACHE_MAX_BYTES ? quarter : CACHE_MAX_BYTES;
 }
 
-int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg) {
-  static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
-  int rc = BLK_OK;
-  *out = NULL;
-  if (!cfg) cfg = &defaults;
-  if (cfg->threads < 1)
-    return blk__fail(BLK_EINVAL, "master: threads = %d, need at least 1", cfg->threads);
-  if (comm == MPI_COMM_NULL)
-    return blk__fail(BLK_EINVAL, "master: the communicator is MPI_COMM_NULL");
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized)
-    return blk__fail(BLK_ESTATE, "master: MPI is not initialised (call MPI_Init first)");
+/* The out-of-core settings are checked by budget.c; these are the rest. */
+static void check_config(const blk_master_config *cfg, blk__failure *f, int rank) {
+  if (cfg->threads < 1) {
+    blk__failure_note(f, BLK_EINVAL, rank, -1, -1, "threads = %d, need at least 1", cfg->threads);
+    return;
+  }
   if (cfg->threads > 1) {
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_FUNNELED)
-      return blk__fail(
-          BLK_ETHREADLEVEL,
-          "master: threads = %d needs MPI_THREAD_FUNNELED or higher, but MPI gives "
-          "level %d; initialise MPI with MPI_Init_thread(..., MPI_THREAD_FUNNELED, ...) "
-          "or use threads = 1",
+      blk__failure_note(
+          f, BLK_ETHREADLEVEL, rank, -1, -1,
+          "threads = %d needs MPI_THREAD_FUNNELED or higher, but MPI gives level %d; initialise "
+          "MPI with MPI_Init_thread(..., MPI_THREAD_FUNNELED, ...) or use threads = 1",
           cfg->threads, level);
   }
-  blk_master *m = calloc(1, sizeof *m);
-  if (!m) return blk__fail(BLK_ENOMEM, "master: no memory");
-  m->cfg = *cfg;
-  m->values_mpi.type = MPI_DATATYPE_NULL;
-  m->values_mpi.op = MPI_OP_NULL;
-  blk__gid_map_init(&m->lids);
-  blk__values_clear(&m->results);
-  if (blk__buffer_cache_create(&m->cache, CACHE_SLOTS, cache_bytes(cfg))) {
-    rc = blk__fail(BLK_ENOMEM, "master: no memory");
-    goto fail;
+}
+
+/* Notes a setup step's failure (its detail is in blk_last_error()). */
+static int step(blk__failure *f, int rank, int rc) {
+  if (rc) blk__failure_note(f, rc, rank, -1, -1, "%s", blk_last_error());
+  return rc;
+}
+
+/* Frees what create set up; the communicator is freed collectively, and
+ * every rank comes here together (the failure was agreed). */
+static void teardown(blk_master *m, MPI_Comm *dup) {
+  int adopted = m && m->comm; /* the comm frees the duplicate it took over */
+  if (m) {
+    blk__budget_free(&m->budget);
+    blk__pool_destroy(m->pool);
+    blk__comm_destroy(m->comm);
+    blk__buffer_cache_destroy(m->cache);
+    free(m);
   }
-  if ((rc = blk__comm_create(&m->comm, comm, m->cache))) goto fail;
-  if ((rc = blk__pool_create(&m->pool, cfg->threads))) goto fail;
-  if ((rc = blk__values_mpi_create(&m->values_mpi))) goto fail;
-  if ((rc = blk__budget_init(&m->budget, cfg, blk__comm_rank(m->comm)))) goto fail;
-  blk__log_set_rank(blk__comm_rank(m->comm));
+  if (*dup != MPI_COMM_NULL && !adopted) MPI_Comm_free(dup);
+}
+
+int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg) {
+  static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
+  if (!out) return blk__fail(BLK_EINVAL, "master: create: out is NULL");
+  *out = NULL;
+  if (!cfg) cfg = &defaults;
+  /* Nothing can be agreed without MPI and a communicator: these two are
+   * returned where they are found (every rank finds the first alike). */
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    return blk__fail(BLK_ESTATE, "master: MPI is not initialised (call MPI_Init first)");
+  if (comm == MPI_COMM_NULL)
+    return blk__fail(BLK_EINVAL, "master: the communicator is MPI_COMM_NULL");
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  blk__failure f;
+  blk__failure_clear(&f);
+  /* Every rank takes every collective step below, whatever failed before,
+   * and the outcome is agreed at the end. */
+  MPI_Comm dup = MPI_COMM_NULL;
+  int mrc = MPI_Comm_dup(comm, &dup);
+  if (mrc == MPI_SUCCESS) mrc = MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  step(&f, rank, blk__comm_check(mrc, "master: duplicating the communicator"));
+  check_config(cfg, &f, rank);
+  step(&f, rank, blk__fault_from_env(rank));
+  blk_master *m = f.code ? NULL : blk__calloc(1, sizeof *m);
+  if (!f.code && !m) blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the master");
+  if (m) {
+    m->cfg = *cfg;
+    blk__gid_map_init(&m->lids);
+    blk__values_clear(&m->results);
+    if (blk__buffer_cache_create(&m->cache, CACHE_SLOTS, cache_bytes(cfg)))
+      blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the buffer cache");
+    if (!f.code && !step(&f, rank, blk__comm_create(&m->comm, dup, m->cache)))
+      blk__op_init(&m->op, m->comm);
+    if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads));
+    if (!f.code) step(&f, rank, blk__budget_init(&m->budget, cfg, rank));
+  }
+  int rc = blk__op_agree_once(comm, &f, "master: create");
+  if (rc) {
+    teardown(m, &dup);
+    return rc;
+  }
+  blk__log_set_rank(rank);
   *out = m;
   return BLK_OK;
-fail:
-  blk_master_destroy(m);
-  return rc;
 }
 
 static void free_block(blk_master *m, blk__block *b) {
@@ -90,18 +134,29 @@ static void free_block(blk_master *m, blk__block *b) {
   free(b->keys);
 }
 
+/* Destroy's wait: every message this rank sent has left (a message of an
+ * operation that failed may still be under way), and every rank got here. */
+static int drained(blk__op *o, void *ctx) {
+  blk_master *m = ctx;
+  if (!o->agreements && blk__comm_sends_pending(m->comm) == 0) blk__op_agree_start(o, NULL);
+  return blk__op_agree_done(o) && blk__comm_recvs_pending(m->comm) == 0;
+}
+
 void blk_master_destroy(blk_master *m) {
   if (!m) return;
   if (blk__budget_active(&m->budget)) blk_master_stats_log(m);
+  /* Collective: no rank frees its communicator while a message to or from
+   * it is under way (MPI would read or write freed memory). */
+  blk__op_begin(&m->op, "destroy", NULL, NULL);
+  blk__op_wait(&m->op, drained, m);
+  blk__op_end(&m->op, NULL);
   for (int i = 0; i < m->nblocks; i++) free_block(m, &m->blocks[i]);
   free(m->blocks);
-  for (size_t i = 0; i < m->nstash; i++) blk_buffer_free(&m->stash[i].payload);
-  free(m->stash);
+  blk__op_free(&m->op);
   blk__gid_map_free(&m->lids);
   blk__reduce_keep_free(m->reduce_keep);
-  blk__budget_free(&m->budget); /* removes the spill file */
+  blk__budget_free(&m->budget); /* closes the spill file */
   blk__pool_destroy(m->pool);
-  blk__values_mpi_free(&m->values_mpi);
   blk__comm_destroy(m->comm);
   blk__buffer_cache_destroy(m->cache);
   free(m);
@@ -116,8 +171,8 @@ int blk_master_size(const blk_master *m) {
 MPI_Comm blk_master_comm(const blk_master *m) {
   return blk__comm_mpi(m->comm);
 }
-int blk_master_epoch(const blk_master *m) {
-  return m->epoch;
+uint32_t blk_master_epoch(const blk_master *m) {
+  return m ? m->op.epoch : 0;
 }
 int blk_master_local_count(const blk_master *m) {
   return m->nblocks;
@@ -167,13 +222,13 @@ static int set_links(blk_master *m, blk__block *b, const blk_link *links, int nl
   size_t n = (size_t)nlinks;
   b->nlinks = nlinks;
   if (nlinks == 0) return BLK_OK;
-  b->links = malloc(n * sizeof *b->links);
-  b->link_gids = malloc(n * sizeof *b->link_gids);
-  b->keys = malloc(n * sizeof *b->keys);
-  b->in = calloc(n, sizeof *b->in);
-  b->out = calloc(n, sizeof *b->out);
-  b->in_rec = calloc(n, sizeof *b->in_rec);
-  b->out_rec = calloc(n, sizeof *b->out_rec);
+  b->links = blk__malloc(n * sizeof *b->links);
+  b->link_gids = blk__malloc(n * sizeof *b->link_gids);
+  b->keys = blk__malloc(n * sizeof *b->keys);
+  b->in = blk__calloc(n, sizeof *b->in);
+  b->out = blk__calloc(n, sizeof *b->out);
+  b->in_rec = blk__calloc(n, sizeof *b->in_rec);
+  b->out_rec = blk__calloc(n, sizeof *b->out_rec);
   if (!b->links || !b->link_gids || !b->keys || !b->in || !b->out || !b->in_rec || !b->out_rec)
     return blk__fail(BLK_ENOMEM, "master: no memory for %d links of block %d", nlinks, b->gid);
   memcpy(b->links, links, n * sizeof *links);
@@ -189,6 +244,7 @@ static int set_links(blk_master *m, blk__block *b, const blk_link *links, int nl
 }
 
 int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, int nlinks) {
+  if (!m) return blk__fail(BLK_EINVAL, "master: add: the master is NULL");
   if (gid < 0) return blk__fail(BLK_EINVAL, "master: add: gid = %d is negative", gid);
   if (nlinks < 0 || (nlinks > 0 && !links))
     return blk__fail(BLK_EINVAL, "master: add: block %d has nlinks = %d and links %s", gid, nlinks,
@@ -197,7 +253,7 @@ int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, i
     return blk__fail(BLK_EINVAL, "master: add: gid %d is already on this rank", gid);
   if (m->nblocks == m->cap_blocks) {
     int ncap = m->cap_blocks ? 2 * m->cap_blocks : 8;
-    blk__block *grown = realloc(m->blocks, (size_t)ncap * sizeof *grown);
+    blk__block *grown = blk__realloc(m->blocks, (size_t)ncap * sizeof *grown);
     if (!grown) return blk__fail(BLK_ENOMEM, "master: no memory for %d blocks", ncap);
     m->blocks = grown;
     m->cap_blocks = ncap;
@@ -205,7 +261,7 @@ int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, i
   blk__block *b = &m->blocks[m->nblocks];
   memset(b, 0, sizeof *b);
   b->gid = gid;
-  blk__values_clear(&b->posts);
+  blk__values_none_posted(&b->posts);
   int rc = set_links(m, b, links, nlinks);
   if (!rc) rc = blk__gid_map_put(&m->lids, gid, m->nblocks);
   if (rc) {
@@ -220,47 +276,65 @@ int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, i
   return blk__budget_added(m, m->nblocks - 1);
 }
 
-int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assigner *a) {
-  int rc = BLK_OK;
+/* Creates and adds this rank's blocks; a failure is recorded in the
+ * running operation (the blocks added before it stay). */
+static void create_blocks(blk_master *m, const blk_decomposer *d, const blk_assigner *a) {
+  blk__op *o = &m->op;
   int *gids = NULL;
   blk_link *links = NULL;
-  if (!m->cfg.create)
-    return blk__fail(BLK_EINVAL, "master: decompose needs a create callback in the config");
-  int nb = blk_decomposer_nblocks(d);
-  if (blk_assigner_nblocks(a) != nb)
-    return blk__fail(BLK_EINVAL, "master: the assigner has %d blocks but the decomposer has %d",
-                     blk_assigner_nblocks(a), nb);
-  if (blk_assigner_nranks(a) != blk__comm_size(m->comm))
-    return blk__fail(BLK_EINVAL, "master: the assigner has %d ranks but the communicator has %d",
-                     blk_assigner_nranks(a), blk__comm_size(m->comm));
   int rank = blk__comm_rank(m->comm);
   int count = blk_assigner_local_count(a, rank);
-  if (count > 0 && !(gids = malloc((size_t)count * sizeof *gids))) {
-    rc = blk__fail(BLK_ENOMEM, "master: no memory for %d gids", count);
-    goto exit;
+  if (count > 0 && !(gids = blk__malloc((size_t)count * sizeof *gids))) {
+    blk__op_fail(o, BLK_ENOMEM, -1, -1, "no memory for %d gids", count);
+    return;
   }
   blk_assigner_local_gids(a, rank, gids, count);
   for (int i = 0; i < count; i++) {
-    int nlinks = 0;
+    int nlinks = 0, rc;
     void *block = NULL;
-    if ((rc = blk_decomposer_links(d, a, gids[i], &links, &nlinks))) goto exit;
+    if ((rc = blk_decomposer_links(d, a, gids[i], &links, &nlinks))) {
+      blk__op_fail(o, rc, gids[i], -1, "%s", blk_last_error());
+      break;
+    }
+    blk__clear_error();
     int crc = m->cfg.create(&block, gids[i], m->cfg.user);
     if (crc) {
-      rc = blk__fail(BLK_ECALLBACK, "master: the create callback failed for gid %d with code %d",
-                     gids[i], crc);
-      goto exit;
+      blk__op_fail(o, blk__callback_error("create callback", crc), gids[i], -1, "%s",
+                   blk_last_error());
+      break;
     }
     if ((rc = blk_master_add(m, gids[i], block, links, nlinks))) {
-      if (m->cfg.destroy) m->cfg.destroy(block, gids[i], m->cfg.user);
-      goto exit;
+      blk__op_fail(o, rc, gids[i], -1, "%s", blk_last_error());
+      if (rc != BLK_EIO || blk_master_lid(m, gids[i]) < 0) { /* EIO: added, over the budget */
+        if (m->cfg.destroy) m->cfg.destroy(block, gids[i], m->cfg.user);
+        break;
+      }
     }
     free(links);
     links = NULL;
   }
-exit:
   free(links);
   free(gids);
-  return rc;
+}
+
+int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assigner *a) {
+  if (!m) return blk__fail(BLK_EINVAL, "master: decompose: the master is NULL");
+  blk__op *o = &m->op;
+  blk__op_begin(o, "decompose", NULL, NULL);
+  int nb = d ? blk_decomposer_nblocks(d) : 0;
+  if (!d || !a)
+    blk__op_fail(o, BLK_EINVAL, -1, -1, "the decomposer or the assigner is NULL");
+  else if (!m->cfg.create)
+    blk__op_fail(o, BLK_EINVAL, -1, -1, "decompose needs a create callback in the config");
+  else if (blk_assigner_nblocks(a) != nb)
+    blk__op_fail(o, BLK_EINVAL, -1, -1, "the assigner has %d blocks but the decomposer has %d",
+                 blk_assigner_nblocks(a), nb);
+  else if (blk_assigner_nranks(a) != blk__comm_size(m->comm))
+    blk__op_fail(o, BLK_EINVAL, -1, -1, "the assigner has %d ranks but the communicator has %d",
+                 blk_assigner_nranks(a), blk__comm_size(m->comm));
+  else
+    create_blocks(m, d, a);
+  return blk__op_close(o);
 }
 
 /* foreach: one task per local block, through the scheduler so that
@@ -269,7 +343,8 @@ typedef struct foreach_ctx {
   blk_master *m;
   blk_foreach_fn fn;
   void *user;
-  int *codes; /* per block: the callback's return */
+  int *codes;  /* per block: the callback's return */
+  char **whys; /* per block: blk's reason, when the code was blk's */
 } foreach_ctx;
 
 typedef struct foreach_arg {
@@ -284,7 +359,7 @@ static void foreach_one(void *arg) {
   blk_proxy p = {
       .master = m,
       .gid = b->gid,
-      .round = m->epoch,
+      .round = m->exchanges,
       .phase = "foreach",
       .nin = b->nlinks,
       .nout = b->nlinks,
@@ -296,50 +371,66 @@ static void foreach_one(void *arg) {
       .posts = &b->posts,
       .results = &m->results,
   };
-  a->f->codes[a->lid] = a->f->fn(b->data, &p, a->f->user);
+  a->f->codes[a->lid] =
+      blk__run_callback(a->f->fn, b->data, &p, a->f->user, 0, &a->f->whys[a->lid]);
 }
 
-int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
-  if (!fn) return blk__fail(BLK_EINVAL, "master: foreach: the callback is NULL");
-  if (m->nblocks == 0) return BLK_OK;
+/* The scheduler could not load a block (or evict one): its error, now. */
+static void foreach_load_failed(void *ctx, int lid, int code) {
+  blk_master *m = ctx;
+  blk__op_fail(&m->op, code, m->blocks[lid].gid, m->exchanges, "%s", blk_last_error());
+}
+
+static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
   size_t n = (size_t)m->nblocks;
-  foreach_ctx f = {m, fn, user, calloc(n, sizeof(int))};
-  foreach_arg *args = malloc(n * sizeof *args);
-  void **argp = malloc(n * sizeof *argp);
+  foreach_ctx f = {m, fn, user, blk__calloc(n, sizeof(int)), blk__calloc(n, sizeof(char *))};
+  foreach_arg *args = blk__malloc(n * sizeof *args);
+  void **argp = blk__malloc(n * sizeof *argp);
   blk__sched s;
-  int rc = BLK_OK, sched = 0, lids[64], ran[64];
-  if (!f.codes || !args || !argp) {
-    rc = blk__fail(BLK_ENOMEM, "master: foreach: no memory for %d blocks", m->nblocks);
+  int sched = 0, lids[64], ran[64];
+  if (!f.codes || !f.whys || !args || !argp) {
+    blk__op_fail(&m->op, BLK_ENOMEM, -1, m->exchanges, "no memory to run %d blocks", m->nblocks);
     goto exit;
   }
   for (int i = 0; i < m->nblocks; i++) {
     args[i] = (foreach_arg){&f, i};
     argp[i] = &args[i];
   }
-  if ((rc = blk__sched_init(&s, m, foreach_one, NULL, argp))) goto exit;
+  if (blk__sched_init(&s, m, foreach_one, NULL, argp)) {
+    blk__op_fail(&m->op, BLK_ENOMEM, -1, m->exchanges, "%s", blk_last_error());
+    goto exit;
+  }
   sched = 1;
+  s.on_error = foreach_load_failed;
+  s.on_error_ctx = m;
   for (int i = 0; i < m->nblocks; i++) blk__sched_ready(&s, i, 1);
   int left = m->nblocks;
   while (left > 0) {
-    if ((rc = blk__sched_pump(&s))) break;
+    blk__sched_pump(&s);
     size_t got = blk__sched_collect(&s, lids, ran, 64, -1);
+    for (size_t i = 0; i < got; i++)
+      if (ran[i]) blk__op_count_callback(&m->op);
     left -= (int)got;
   }
-  if (!rc) rc = s.error;
-  for (int i = 0; i < m->nblocks && !rc; i++)
+  for (int i = 0; i < m->nblocks; i++)
     if (f.codes[i])
-      rc = blk__fail(BLK_ECALLBACK, "master: foreach: the callback returned %d (%s) for gid %d",
-                     f.codes[i], blk_strerror(f.codes[i]), m->blocks[i].gid);
+      blk__note_callback_failure(m, m->blocks[i].gid, m->exchanges, f.codes[i], &f.whys[i]);
 exit:
-  if (sched) {
-    /* An error from the pool can leave tasks running on these arguments. */
-    while (blk__sched_busy(&s)) blk__sched_collect(&s, lids, ran, 64, -1);
-    blk__sched_free(&s);
-  }
+  if (sched) blk__sched_free(&s);
   free(argp);
   free(args);
+  free(f.whys);
   free(f.codes);
-  return rc;
+}
+
+int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
+  if (!m) return blk__fail(BLK_EINVAL, "master: foreach: the master is NULL");
+  blk__op_begin(&m->op, "foreach", NULL, NULL);
+  if (!fn)
+    blk__op_fail(&m->op, BLK_EINVAL, -1, -1, "the callback is NULL");
+  else if (m->nblocks > 0)
+    run_foreach(m, fn, user);
+  return blk__op_close(&m->op);
 }
 
 void blk_master_stats_get(const blk_master *m, blk_master_stats *out) {
@@ -388,61 +479,4 @@ void blk_master_stats_log(const blk_master *m) {
           ratio, (unsigned long long)st.bytes_raw_read, st.seconds_compress, st.seconds_decompress,
           st.seconds_write, st.seconds_read, (unsigned long long)st.spill_file_bytes,
           (unsigned long long)st.spill_file_bytes_peak);
-}
-
-/* Delivery: messages of the running epoch go to its router, later ones wait
- * in the stash; an earlier epoch cannot happen (every operation waits for
- * all its messages) and means a corrupted header. */
-void blk__master_deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
-  blk_master *m = ctx;
-  if (msg->op == m->epoch && m->route) {
-    m->route(m, msg, payload, m->route_ctx);
-    return;
-  }
-  if (msg->op <= m->epoch)
-    blk__panic(
-        "master: a message from gid %d to gid %d for operation %d arrived during operation %d",
-        msg->src_gid, msg->dst_gid, msg->op, m->epoch);
-  if (m->nstash == m->cap_stash) {
-    size_t ncap = m->cap_stash ? 2 * m->cap_stash : 16;
-    blk__stashed *grown = realloc(m->stash, ncap * sizeof *grown);
-    if (!grown) blk__panic("master: no memory to keep an early message from gid %d", msg->src_gid);
-    m->stash = grown;
-    m->cap_stash = ncap;
-  }
-  blk__stashed *s = &m->stash[m->nstash++];
-  s->msg = *msg;
-  blk_buffer_init(&s->payload);
-  blk_buffer_swap(&s->payload, payload);
-}
-
-void blk__master_begin(blk_master *m, blk__route_fn route, void *ctx) {
-  m->epoch++;
-  m->route = route;
-  m->route_ctx = ctx;
-  size_t kept = 0;
-  for (size_t i = 0; i < m->nstash; i++) {
-    blk__stashed *s = &m->stash[i];
-    if (s->msg.op == m->epoch) {
-      route(m, &s->msg, &s->payload, ctx);
-      blk_buffer_free(&s->payload);
-    } else {
-      m->stash[kept++] = *s;
-    }
-  }
-  m->nstash = kept;
-}
-
-int blk__master_progress_until(blk_master *m, int (*done)(blk_master *m, void *ctx), void *ctx) {
-  blk__backoff wait = {0};
-  while (!done(m, ctx)) {
-    int progressed = 0;
-    int rc = blk__comm_progress(m->comm, blk__master_deliver, m, 1, &progressed);
-    if (rc) return rc;
-    if (progressed)
-      blk__backoff_reset(&wait);
-    else
-      blk__backoff_idle(&wait);
-  }
-  return BLK_OK;
 }

@@ -2,10 +2,9 @@
  * master_state.h: the master's and the proxy's insides, shared by the files
  * of the runtime layer (master.c, proxy.c, exchange.c, reduce.c).
  *
- * Every operation that moves messages between blocks (an exchange, a
- * reduction) gets the next epoch number; messages carry it. A message that
- * arrives for a later epoch than the one running (a fast rank is ahead) is
- * kept in the stash and replayed when this rank reaches that epoch.
+ * Every collective call is one operation (operation.h): it gets the next
+ * epoch, its messages carry it, and it ends with the agreement that makes
+ * a failure on any rank every rank's.
  */
 #ifndef BLK_MASTER_STATE_H
 #define BLK_MASTER_STATE_H
@@ -16,6 +15,7 @@
 #include "comm.h"
 #include "fail.h"
 #include "gid_map.h"
+#include "operation.h"
 #include "pool.h"
 #include "values.h"
 
@@ -48,29 +48,17 @@ typedef struct blk__block {
 
 typedef struct blk__reduce_keep blk__reduce_keep; /* reduce.c */
 
-typedef struct blk__stashed {
-  blk__msg msg;
-  blk_buffer payload;
-} blk__stashed;
-
-/* The router of the running operation: puts a message where it belongs. */
-typedef void (*blk__route_fn)(blk_master *m, const blk__msg *msg, blk_buffer *payload, void *ctx);
-
 struct blk_master {
   blk__comm *comm;
+  blk__op op; /* the running (or last) collective operation */
   blk__pool *pool;
   blk__buffer_cache *cache; /* spare message storage, shared with comm */
   blk_master_config cfg;
   blk__block *blocks;
   int nblocks, cap_blocks;
   blk__gid_map lids;
-  int epoch;
-  blk__route_fn route;
-  void *route_ctx;
-  blk__stashed *stash;
-  size_t nstash, cap_stash;
+  int exchanges;       /* exchanges so far: a foreach callback's round */
   blk__values results; /* of the last exchange */
-  blk__values_mpi values_mpi;
   blk__budget budget;
   blk__reduce_keep *reduce_keep; /* the reduction driver's records, reused */
 };
@@ -92,14 +80,20 @@ struct blk_proxy {
   void *hook;
 };
 
-/* Starts operation `epoch` with its router and replays what was stashed for
- * it. */
-void blk__master_begin(blk_master *m, blk__route_fn route, void *ctx);
-/* Delivery callback for blk__comm_progress: routes or stashes. */
-void blk__master_deliver(const blk__msg *msg, blk_buffer *payload, void *ctx);
-/* Progresses MPI until done(ctx) returns nonzero, waiting without spinning
- * against worker threads. */
-int blk__master_progress_until(blk_master *m, int (*done)(blk_master *m, void *ctx), void *ctx);
+/* Runs a callback (on a pool thread) and returns 0 or its failure: a user's
+ * code becomes BLK_ECALLBACK naming it (own_codes: the callback is blk's
+ * own driver, whose codes are returned as they are). *why gets the
+ * failure's detail (malloc'd; NULL without memory). */
+int blk__run_callback(int (*fn)(void *, blk_proxy *, void *), void *block, blk_proxy *p,
+                      void *user, int own_codes, char **why);
+
+/* BLK_ECALLBACK with a detail naming which callback returned what, and
+ * blk's reason when the code is one blk gave it on this thread (an enqueue
+ * that found no memory). Call on the callback's thread, right after it. */
+int blk__callback_error(const char *which, int code);
+
+/* Records a failed callback in the running operation and frees why. */
+void blk__note_callback_failure(blk_master *m, int gid, int round, int code, char **why);
 
 /* Makes empty out queue i refer to data (n bytes) instead of copying it
  * (buffer_cache.h). For drivers that know the bytes stay valid and

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "master_state.h"
 
 void blk__proxy_misuse(const blk_proxy *p, const char *fmt, ...) {
@@ -20,6 +21,33 @@ void blk__proxy_misuse(const blk_proxy *p, const char *fmt, ...) {
   va_end(ap);
   blk__panic("rank %d, gid %d, %s round %d: %s", blk_master_rank(p->master), p->gid, p->phase,
              p->round, what);
+}
+
+int blk__callback_error(const char *which, int code) {
+  if (blk__last_code() != code) return blk__fail(BLK_ECALLBACK, "the %s returned %d", which, code);
+  char said[384];
+  snprintf(said, sizeof said, "%s", blk_last_error());
+  return blk__fail(BLK_ECALLBACK, "the %s returned %d after blk said: %s", which, code, said);
+}
+
+int blk__run_callback(int (*fn)(void *, blk_proxy *, void *), void *block, blk_proxy *p,
+                      void *user, int own_codes, char **why) {
+  blk__clear_error();
+  int code = fn(block, p, user);
+  *why = NULL;
+  if (!code) return 0;
+  if (!own_codes) code = blk__callback_error("callback", code);
+  if (blk__last_code() == code) {
+    size_t n = strlen(blk_last_error()) + 1;
+    if ((*why = blk__malloc(n))) memcpy(*why, blk_last_error(), n);
+  }
+  return code;
+}
+
+void blk__note_callback_failure(blk_master *m, int gid, int round, int code, char **why) {
+  blk__op_fail(&m->op, code, gid, round, "%s", *why ? *why : blk_strerror(code));
+  free(*why);
+  *why = NULL;
 }
 
 int blk_proxy_gid(const blk_proxy *p) {
@@ -100,6 +128,7 @@ void blk__proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n) {
 
 int blk_proxy_enqueue_gid(blk_proxy *p, int gid, const void *data, size_t n) {
   int i = p->open_out ? p->open_out(p, gid) : find_gid(p->out_gids, p->nout, gid);
+  if (i == -2) return BLK_ENOMEM; /* open_out found no memory (the detail says so) */
   if (i < 0)
     blk__proxy_misuse(p, "enqueue to gid %d, which is not an out-partner of this block", gid);
   return blk_proxy_enqueue(p, i, data, n);

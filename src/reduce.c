@@ -15,14 +15,28 @@
  * Deliveries never start callbacks directly (they only mark blocks ready),
  * so comm's progress is never re-entered.
  *
+ * Failure: a block whose callback fails, or that cannot be loaded, or
+ * whose message could not be kept, is failed from that round on: it runs no
+ * more callbacks, sends an empty message flagged BLK__MSG_FAILED to each
+ * out-partner of each round it has left, without waiting for its inputs,
+ * and drops what still arrives for it. A block that receives a failed
+ * message fails the same way, so a failure reaches exactly the blocks whose
+ * result depends on it, and no callback ever reads a message that is not
+ * whole; every other block finishes as if nothing had happened. An ABORT
+ * (a rank that could not start) fails every block. Failed blocks are not
+ * handled recursively: they wait in a list the driver's loop works off.
+ *
  * Cost per block per round: the callback, plus alpha + beta*n per remote
- * out-partner and nothing but a pointer swap per local one. A rank finishes
- * once its own blocks have run their last round: every message a block
- * needs was sent to it, so nothing is left to wait for.
+ * out-partner and nothing but a pointer swap per local one. A rank's part
+ * ends once its own blocks have run their last round (every message a
+ * block needs was sent to it, so nothing is left to wait for) and the
+ * closing agreement (alpha log p) is done.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "backoff.h"
 #include "blk/reduce.h"
 #include "master_state.h"
@@ -32,6 +46,7 @@
 typedef struct pending_msg {
   int round;
   int src;
+  int flags; /* BLK__MSG_FAILED */
   blk_buffer payload;
   blk__record rec; /* out-of-core: the payload, when spilled */
 } pending_msg;
@@ -44,6 +59,8 @@ typedef struct rblock {
   int round;      /* the round it is waiting for or running; R+1 when finished */
   int busy;       /* handed to the scheduler, until finish() */
   int with_block; /* this round's callback gets the block (it is pinned) */
+  int failed;     /* from this round on: runs nothing, sends failed messages */
+  int skipping;   /* in the list of failed blocks to move on */
   int nin, nout, cap_in, cap_out;
   int *in_gids, *out_gids;
   blk_buffer *in, *out;
@@ -52,34 +69,42 @@ typedef struct rblock {
   int arrived;
   pending_msg *pending;
   size_t npending, cap_pending;
-  int code; /* the callback's return, when it failed */
+  int code;  /* the callback's return, when it failed */
+  char *why; /* blk's reason, when the code was one blk gave the callback */
   blk_proxy proxy;
 } rblock;
 
 typedef struct rstate {
   blk_master *m;
+  blk__op *o;
   const blk_assigner *a;
   const blk_partners *p;
   blk_reduce_fn fn;
   void *user;
-  int rounds;                                /* R: callbacks run in rounds 0..R */
-  int (*needs_block)(int round, void *user); /* NULL: every round */
+  const blk__driver *d;
+  int rounds; /* R: callbacks run in rounds 0..R */
+  int me;
   rblock *rb;
   int nblocks, finished;
+  int *skip; /* lids of failed blocks to move on (see the top) */
+  int nskip;
+  int abort_seen;
   blk__sched sched;
-  int fail_gid, fail_round, fail_code;
 } rstate;
 
 /* Reallocates an array from old to ncap elements, zeroing the new ones. */
 static int resize(void **array, int old, int ncap, size_t elem) {
-  void *grown = realloc(*array, (size_t)ncap * elem);
+  void *grown = blk__realloc(*array, (size_t)ncap * elem);
   if (!grown) return BLK_ENOMEM;
   memset((char *)grown + (size_t)old * elem, 0, (size_t)(ncap - old) * elem);
   *array = grown;
   return BLK_OK;
 }
 
-/* Makes room for nin in queues and nout out queues. */
+/* Makes room for nin in queues and nout out queues. The arrays are kept
+ * between operations, so this allocates only when a pattern is wider than
+ * any before; without the memory the block cannot take part in the round,
+ * and since its partners count on its messages the job stops. */
 static void size_queues(rblock *b, int nin, int nout) {
   int rc = BLK_OK;
   if (nin > b->cap_in) {
@@ -99,10 +124,20 @@ static void size_queues(rblock *b, int nin, int nout) {
   if (rc) blk__panic("reduce: no memory for %d in and %d out queues of gid %d", nin, nout, b->gid);
 }
 
+/* Hands the block to the scheduler once its inputs are in; a failed block
+ * goes to the list of blocks to move on instead. */
 static void mark_ready(rstate *s, rblock *b) {
-  if (b->busy || b->arrived < b->nin || b->round > s->rounds) return;
+  if (b->busy || b->round > s->rounds) return;
+  if (b->failed) {
+    if (!b->skipping) {
+      b->skipping = 1;
+      s->skip[s->nskip++] = b->lid;
+    }
+    return;
+  }
+  if (b->arrived < b->nin) return;
   b->busy = 1;
-  b->with_block = !s->needs_block || s->needs_block(b->round, s->user);
+  b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
   blk__sched_ready(&s->sched, b->lid, b->with_block);
 }
 
@@ -121,19 +156,30 @@ static int slot_of(const rblock *b, int src) {
   return -1;
 }
 
-/* Puts a message for the block's current round into its slot. */
-static void fill(rstate *s, rblock *b, int src, blk_buffer *payload) {
+/* Puts a message for the block's current round into its slot; a failed
+ * message fails the block. */
+static void fill(rstate *s, rblock *b, int src, blk_buffer *payload, int flags) {
   int i = slot_of(b, src);
   if (i < 0)
     blk__panic(
-        "reduce %d: gid %d received a message from gid %d in round %d, which is not "
+        "%s %u: gid %d received a message from gid %d in round %d, which is not "
         "(or no longer) one of its in-partners",
-        s->m->epoch, b->gid, src, b->round);
-  blk_buffer_swap(&b->in[i], payload);
+        s->d->name, s->o->epoch, b->gid, src, b->round);
   b->filled[i] = 1;
   b->arrived++;
-  spill_if_out(s, b, &b->in[i], &b->in_rec[i]);
+  if (flags & BLK__MSG_FAILED) {
+    b->failed = 1;
+  } else {
+    blk_buffer_swap(&b->in[i], payload);
+    spill_if_out(s, b, &b->in[i], &b->in_rec[i]);
+  }
   mark_ready(s, b);
+}
+
+/* Gives a kept message's storage back. */
+static void drop_pending(rstate *s, pending_msg *pm) {
+  blk__buffer_cache_give(s->m->cache, &pm->payload);
+  blk__budget_drop_queue(s->m, &pm->rec);
 }
 
 /* Moves the block to its next active round at or after `round`. */
@@ -144,11 +190,13 @@ static void advance(rstate *s, rblock *b, int round) {
   if (round > s->rounds) {
     b->nin = b->nout = 0;
     s->finished++;
-    if (b->npending)
+    if (b->npending && !b->failed)
       blk__panic(
-          "reduce %d: gid %d finished with %zu messages for rounds it never ran (round %d "
+          "%s %u: gid %d finished with %zu messages for rounds it never ran (round %d "
           "from gid %d first)",
-          s->m->epoch, b->gid, b->npending, b->pending[0].round, b->pending[0].src);
+          s->d->name, s->o->epoch, b->gid, b->npending, b->pending[0].round, b->pending[0].src);
+    for (size_t i = 0; i < b->npending; i++) drop_pending(s, &b->pending[i]);
+    b->npending = 0;
     return;
   }
   int nin = blk_partners_in(s->p, round, b->gid, NULL, 0);
@@ -166,60 +214,72 @@ static void advance(rstate *s, rblock *b, int round) {
   size_t kept = 0;
   for (size_t i = 0; i < b->npending; i++) {
     pending_msg *pm = &b->pending[i];
-    if (pm->round == round) {
+    if (pm->round != round) {
+      b->pending[kept++] = *pm;
+    } else if (b->failed) {
+      drop_pending(s, pm);
+    } else {
       int slot = slot_of(b, pm->src);
-      fill(s, b, pm->src, &pm->payload);
-      if (pm->rec.stored) { /* still in storage: the slot takes the record */
+      fill(s, b, pm->src, &pm->payload, pm->flags);
+      if (pm->rec.stored && !b->failed) { /* still in storage: the slot takes the record */
         blk__budget_drop_queue(s->m, &b->in_rec[slot]);
         b->in_rec[slot] = pm->rec;
+        memset(&pm->rec, 0, sizeof pm->rec);
       }
-      blk__buffer_cache_give(s->m->cache, &pm->payload);
-    } else {
-      b->pending[kept++] = *pm;
+      drop_pending(s, pm);
     }
   }
   b->npending = kept;
   mark_ready(s, b);
 }
 
-static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *payload) {
+static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *payload,
+                    int flags) {
   int lid = blk__gid_map_get(&s->m->lids, dst_gid);
   if (lid < 0)
-    blk__panic("reduce %d: rank %d got a message from gid %d for gid %d, which it does not own",
-               s->m->epoch, blk__comm_rank(s->m->comm), src_gid, dst_gid);
+    blk__panic("%s %u: rank %d got a message from gid %d for gid %d, which it does not own",
+               s->d->name, s->o->epoch, s->me, src_gid, dst_gid);
   rblock *b = &s->rb[lid];
+  if (b->failed) return; /* it moves on without its inputs */
   if (round == b->round && !b->busy) {
-    fill(s, b, src_gid, payload);
+    fill(s, b, src_gid, payload, flags);
     return;
   }
   if (round <= b->round)
-    blk__panic("reduce %d: gid %d got a message from gid %d for round %d while in round %d",
-               s->m->epoch, dst_gid, src_gid, round, b->round);
+    blk__panic("%s %u: gid %d got a message from gid %d for round %d while in round %d",
+               s->d->name, s->o->epoch, dst_gid, src_gid, round, b->round);
   if (b->npending == b->cap_pending) {
     size_t ncap = b->cap_pending ? 2 * b->cap_pending : 4;
-    pending_msg *grown = realloc(b->pending, ncap * sizeof *grown);
-    if (!grown) blk__panic("reduce: no memory to keep an early message for gid %d", dst_gid);
+    pending_msg *grown = blk__realloc(b->pending, ncap * sizeof *grown);
+    if (!grown) { /* it cannot keep its input: it fails (and drops what it has) */
+      blk__op_fail(s->o, BLK_ENOMEM, dst_gid, round,
+                   "no memory to keep the message from gid %d for round %d", src_gid, round);
+      b->failed = 1;
+      mark_ready(s, b);
+      return;
+    }
     b->pending = grown;
     b->cap_pending = ncap;
   }
   pending_msg *pm = &b->pending[b->npending++];
   pm->round = round;
   pm->src = src_gid;
+  pm->flags = flags;
   memset(&pm->rec, 0, sizeof pm->rec);
   blk_buffer_init(&pm->payload);
   blk_buffer_swap(&pm->payload, payload);
   spill_if_out(s, b, &pm->payload, &pm->rec);
 }
 
-static void route_reduce(blk_master *m, const blk__msg *msg, blk_buffer *payload, void *ctx) {
-  (void)m;
-  receive(ctx, msg->dst_gid, msg->src_gid, msg->key, payload);
+static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
+  receive(ctx, msg->dst_gid, msg->src_gid, msg->key, payload, msg->flags);
 }
 
 static void run_block(void *arg) {
   rblock *b = arg;
-  void *block = b->with_block ? b->s->m->blocks[b->lid].data : NULL;
-  b->code = b->s->fn(block, &b->proxy, b->s->user);
+  rstate *s = b->s;
+  void *block = b->with_block ? s->m->blocks[b->lid].data : NULL;
+  b->code = blk__run_callback(s->fn, block, &b->proxy, s->user, s->d->own_codes, &b->why);
 }
 
 /* On the driver, just before the task runs: spilled inputs come back. */
@@ -234,7 +294,7 @@ static int prepare(void *arg) {
       .master = s->m,
       .gid = b->gid,
       .round = b->round,
-      .phase = "reduce",
+      .phase = s->d->name,
       .nin = b->nin,
       .nout = b->nout,
       .in_gids = b->in_gids,
@@ -247,31 +307,66 @@ static int prepare(void *arg) {
   return BLK_OK;
 }
 
-/* After the callback (or instead of it, when the block could not be
- * loaded: its out queues are then empty): send the out queues, move on. */
-static int finish(rstate *s, rblock *b, int ran) {
+/* The scheduler could not load, prepare or start a block: why, now. */
+static void load_failed(void *ctx, int lid, int code) {
+  rstate *s = ctx;
+  blk__op_fail(s->o, code, s->rb[lid].gid, s->rb[lid].round, "%s", blk_last_error());
+}
+
+/* After the callback (ran), or instead of it (a failed block moving on, or
+ * one that could not be loaded): send the out queues, or failed messages,
+ * and move on. */
+static void finish(rstate *s, rblock *b, int ran) {
   b->busy = 0;
-  if (!ran) b->code = BLK_OK; /* the scheduler holds the load error */
-  if (b->code && !s->fail_code) {
-    s->fail_code = b->code;
-    s->fail_gid = b->gid;
-    s->fail_round = b->round;
+  if (ran) {
+    blk__op_count_callback(s->o);
+    if (b->code) {
+      blk__note_callback_failure(s->m, b->gid, b->round, b->code, &b->why);
+      b->failed = 1;
+    }
+  } else {
+    b->failed = 1;
   }
-  int me = blk__comm_rank(s->m->comm);
+  if (s->o->aborted) b->failed = 1;
   for (int i = 0; i < b->nout; i++) {
     int dst = b->out_gids[i];
     int rank = blk_assigner_rank(s->a, dst);
-    if (rank == me) {
-      receive(s, dst, b->gid, b->round + 1, &b->out[i]);
+    int flags = 0;
+    if (!b->failed && b->out[i].error) /* an enqueue failed and the callback went on */
+      blk__op_fail(s->o, b->out[i].error, b->gid, b->round,
+                   "the message to gid %d failed to fill (%s)", dst, blk_strerror(b->out[i].error));
+    if (b->failed || b->out[i].error) {
+      blk__buffer_cache_give(s->m->cache, &b->out[i]);
+      flags = BLK__MSG_FAILED;
+    }
+    if (rank == s->me) {
+      blk__op_count_handed(s->o, b->out[i].size);
+      receive(s, dst, b->gid, b->round + 1, &b->out[i], flags);
       blk__buffer_release(&b->out[i]);
     } else {
-      blk__msg msg = {s->m->epoch, b->gid, dst, b->round + 1, 0, 0, (int64_t)b->out[i].size};
-      int rc = blk__comm_send(s->m->comm, rank, &msg, &b->out[i], 0);
-      if (rc) return rc;
+      blk__msg msg = {s->o->epoch, b->gid, dst, b->round + 1, 0, flags, (int64_t)b->out[i].size};
+      blk__op_send(s->o, rank, &msg, &b->out[i], b->round);
     }
   }
   advance(s, b, b->round + 1);
-  return BLK_OK;
+}
+
+/* Moves on the failed blocks waiting in the list (see the top). */
+static void skip_failed(rstate *s) {
+  while (s->nskip > 0) {
+    rblock *b = &s->rb[s->skip[--s->nskip]];
+    b->skipping = 0;
+    finish(s, b, 0);
+  }
+}
+
+/* An ABORT arrived: every block fails (a busy one when it finishes). */
+static void abort_all(rstate *s) {
+  s->abort_seen = 1;
+  for (int i = 0; i < s->nblocks; i++) {
+    s->rb[i].failed = 1;
+    mark_ready(s, &s->rb[i]);
+  }
 }
 
 /* The arguments alone: every rank passes the same ones (as to an MPI
@@ -288,22 +383,34 @@ static int check_arguments(const blk_master *m, const blk_assigner *a, const blk
   return BLK_OK;
 }
 
-/* This rank's blocks against the assigner: only this rank can see a wrong
- * one, and returning would leave the others waiting for its messages, so a
- * mismatch stops the job (it is a bug in the caller's setup, like a wrong
- * enqueue). Agreeing on the outcome first would cost an MPI_Allreduce per
- * operation: a quarter of a small reduction's time (docs/performance.md). */
-static void check_blocks(const blk_master *m, const blk_assigner *a, const blk_partners *p) {
+/* This rank's blocks against the assigner: the same count, and each one
+ * placed here. Only this rank can see a wrong one; it then aborts the
+ * operation, so every rank returns BLK_EINVAL naming it. */
+static int check_blocks(const blk_master *m, const blk_assigner *a, const blk_partners *p) {
   int nb = blk_partners_nblocks(p), me = blk__comm_rank(m->comm);
   for (int i = 0; i < m->nblocks; i++) {
     int gid = m->blocks[i].gid;
     if (gid >= nb)
-      blk__panic("reduce: rank %d has a block with gid %d, but the partners are for %d blocks", me,
-                 gid, nb);
+      return blk__fail(BLK_EINVAL, "rank %d has a block with gid %d, but the partners are for %d "
+                       "blocks", me, gid, nb);
     if (blk_assigner_rank(a, gid) != me)
-      blk__panic("reduce: rank %d has a block with gid %d, which the assigner puts on rank %d", me,
-                 gid, blk_assigner_rank(a, gid));
+      return blk__fail(BLK_EINVAL,
+                       "rank %d has a block with gid %d, which the assigner puts on rank %d", me,
+                       gid, blk_assigner_rank(a, gid));
   }
+  int want = blk_assigner_local_count(a, me);
+  if (m->nblocks == want) return BLK_OK;
+  /* Every block here belongs here, so some of the assigner's are missing:
+   * name the first (the list is only built on this path). */
+  int missing = -1, *gids = blk__malloc((size_t)want * sizeof *gids);
+  if (gids) blk_assigner_local_gids(a, me, gids, want);
+  for (int i = 0; gids && i < want && missing < 0; i++)
+    if (blk__gid_map_get(&m->lids, gids[i]) < 0) missing = gids[i];
+  free(gids);
+  return blk__fail(BLK_EINVAL,
+                   "rank %d holds %d blocks, but the assigner puts %d there (gid %d was never "
+                   "added): add every block before a collective",
+                   me, m->nblocks, want, missing);
 }
 
 /* The driver's per-block records and the scheduler's arguments outlive the
@@ -312,25 +419,31 @@ static void check_blocks(const blk_master *m, const blk_assigner *a, const blk_p
 struct blk__reduce_keep {
   rblock *rb;
   void **args;
+  int *skip;
   int cap;
 };
 
 /* Records for the master's blocks, reset; NULL without memory. */
-static rblock *take_records(blk_master *m, void ***args) {
+static rblock *take_records(blk_master *m, void ***args, int **skip) {
   blk__reduce_keep *k = m->reduce_keep;
-  if (!k && !(k = m->reduce_keep = calloc(1, sizeof *k))) return NULL;
+  if (!k && !(k = m->reduce_keep = blk__calloc(1, sizeof *k))) return NULL;
   if (k->cap < m->nblocks || !k->rb) { /* (a rank with no blocks gets one record) */
     int ncap = m->nblocks > 2 * k->cap ? m->nblocks : 2 * k->cap;
     if (ncap < 1) ncap = 1;
     if (resize((void **)&k->rb, k->cap, ncap, sizeof *k->rb)) return NULL;
-    void **grown = realloc(k->args, (size_t)ncap * sizeof *grown);
+    void **grown = blk__realloc(k->args, (size_t)ncap * sizeof *grown);
     if (!grown) return NULL; /* rb grew: its cap still says the old size */
     k->args = grown;
+    int *sgrown = blk__realloc(k->skip, (size_t)ncap * sizeof *sgrown);
+    if (!sgrown) return NULL;
+    k->skip = sgrown;
     k->cap = ncap;
   }
   for (int i = 0; i < m->nblocks; i++) {
     rblock *b = &k->rb[i];
     b->busy = b->with_block = b->nin = b->nout = b->arrived = b->code = 0;
+    b->failed = b->skipping = 0;
+    b->why = NULL;
     b->npending = 0;
     b->round = -1;
     b->lid = i;
@@ -338,6 +451,7 @@ static rblock *take_records(blk_master *m, void ***args) {
     k->args[i] = b;
   }
   *args = k->args;
+  *skip = k->skip;
   return k->rb;
 }
 
@@ -351,11 +465,10 @@ static void end_state(rstate *s) {
       blk__budget_drop_queue(s->m, &b->in_rec[j]);
     }
     for (int j = 0; j < b->cap_out; j++) blk__buffer_cache_give(s->m->cache, &b->out[j]);
-    for (size_t j = 0; j < b->npending; j++) {
-      blk__buffer_cache_give(s->m->cache, &b->pending[j].payload);
-      blk__budget_drop_queue(s->m, &b->pending[j].rec);
-    }
+    for (size_t j = 0; j < b->npending; j++) drop_pending(s, &b->pending[j]);
     b->npending = 0;
+    free(b->why);
+    b->why = NULL;
   }
   blk__sched_free(&s->sched);
 }
@@ -374,80 +487,86 @@ void blk__reduce_keep_free(blk__reduce_keep *k) {
   }
   free(k->rb);
   free(k->args);
+  free(k->skip);
   free(k);
 }
 
+int blk__reduce_abort(blk_master *m, int code, const char *name) {
+  blk__op *o = &m->op;
+  char why[BLK__FAILURE_WHAT];
+  snprintf(why, sizeof why, "%s", blk_last_error());
+  blk__op_begin(o, name, NULL, NULL);
+  blk__op_abort(o, code, "%s", why);
+  return blk__op_close(o);
+}
+
+/* The driver's loop: runs blocks as their inputs arrive, moves failed ones
+ * on, and once every local block is done, agrees. */
+static void drive(rstate *s) {
+  blk__op *o = s->o;
+  blk__backoff wait = {0};
+  int lids[64], ran[64];
+  for (;;) {
+    if (o->aborted && !s->abort_seen) abort_all(s);
+    skip_failed(s);
+    if (s->finished == s->nblocks && !o->agreements) blk__op_agree_start(o, NULL);
+    /* Sends that read a block's own memory (references) must be complete
+     * before the caller may change it. */
+    if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0) return;
+    blk__sched_pump(&s->sched);
+    int progressed = 0;
+    blk__op_progress(o, &progressed);
+    /* With callbacks running, sleep on the pool (a finished task wakes us);
+     * otherwise poll MPI with backoff. */
+    long timeout = !progressed && s->sched.running ? 50000 : 0;
+    size_t got = blk__sched_collect(&s->sched, lids, ran, 64, timeout);
+    for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    if (progressed || got)
+      blk__backoff_reset(&wait);
+    else if (!s->sched.running)
+      blk__backoff_idle(&wait);
+  }
+}
+
 int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
-                    void *user, int (*needs_block)(int round, void *user)) {
+                    void *user, const blk__driver *d) {
+  if (!m) return blk__fail(BLK_EINVAL, "%s: the master is NULL", d->name);
   if (!fn || !a || !p)
-    return blk__fail(BLK_EINVAL, "reduce: the callback, assigner or partners is NULL");
+    return blk__fail(BLK_EINVAL, "%s: the callback, assigner or partners is NULL", d->name);
   int rc = check_arguments(m, a, p);
   if (rc) return rc;
-  check_blocks(m, a, p);
+  if ((rc = check_blocks(m, a, p))) return blk__reduce_abort(m, rc, d->name);
 
   rstate s = {.m = m,
+              .o = &m->op,
               .a = a,
               .p = p,
               .fn = fn,
               .user = user,
-              .needs_block = needs_block,
+              .d = d,
+              .me = blk__comm_rank(m->comm),
               .nblocks = m->nblocks};
   s.rounds = blk_partners_rounds(p);
   void **args = NULL;
-  if (!(s.rb = take_records(m, &args)))
-    return blk__fail(BLK_ENOMEM, "reduce: no memory for %d blocks", m->nblocks);
+  if (!(s.rb = take_records(m, &args, &s.skip)))
+    return blk__reduce_abort(m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks",
+                                          m->nblocks),
+                             d->name);
   for (int i = 0; i < m->nblocks; i++) s.rb[i].s = &s;
-  if ((rc = blk__sched_init(&s.sched, m, run_block, prepare, args))) {
-    end_state(&s);
-    return rc;
-  }
-  blk__master_begin(m, route_reduce, &s);
+  if ((rc = blk__sched_init(&s.sched, m, run_block, prepare, args)))
+    return blk__reduce_abort(m, rc, d->name);
+  s.sched.on_error = load_failed;
+  s.sched.on_error_ctx = &s;
+  blk__op_begin(s.o, d->name, route_reduce, &s);
   for (int i = 0; i < m->nblocks; i++) advance(&s, &s.rb[i], 0);
-
-  blk__backoff wait = {0};
-  int lids[64], ran[64];
-  while (s.finished < s.nblocks) {
-    if ((rc = blk__sched_pump(&s.sched))) break;
-    int progressed = 0;
-    if ((rc = blk__comm_progress(m->comm, blk__master_deliver, m, 1, &progressed))) break;
-    /* With callbacks running, sleep on the pool (a finished task wakes us);
-     * otherwise poll MPI with backoff. */
-    long timeout = !progressed && s.sched.running ? 50000 : 0;
-    size_t got = blk__sched_collect(&s.sched, lids, ran, 64, timeout);
-    for (size_t i = 0; i < got && !rc; i++) rc = finish(&s, &s.rb[lids[i]], ran[i]);
-    if (rc) break;
-    if (progressed || got)
-      blk__backoff_reset(&wait);
-    else if (!s.sched.running)
-      blk__backoff_idle(&wait);
-  }
-  /* After an error, callbacks still running point into this state. */
-  while (blk__sched_busy(&s.sched)) blk__sched_collect(&s.sched, lids, ran, 64, -1);
-  /* Sends that read a block's own memory (references) must be complete
-   * before the caller may change it. */
-  blk__backoff_reset(&wait);
-  while (blk__comm_ref_sends(m->comm)) {
-    int progressed = 0, crc = blk__comm_progress(m->comm, blk__master_deliver, m, 0, &progressed);
-    if (crc) {
-      if (!rc) rc = crc;
-      break;
-    }
-    if (progressed)
-      blk__backoff_reset(&wait);
-    else
-      blk__backoff_idle(&wait);
-  }
-  m->route = NULL;
-  int io = s.sched.error;
+  drive(&s);
+  rc = blk__op_end(s.o, NULL);
   end_state(&s);
-  if (!rc) rc = io;
-  if (!rc && s.fail_code)
-    rc = blk__fail(BLK_ECALLBACK, "reduce: the callback returned %d (%s) for gid %d in round %d",
-                   s.fail_code, blk_strerror(s.fail_code), s.fail_gid, s.fail_round);
   return rc;
 }
 
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user) {
-  return blk__reduce_run(m, a, p, fn, user, NULL);
+  static const blk__driver user_callback = {"reduce", NULL, 0};
+  return blk__reduce_run(m, a, p, fn, user, &user_callback);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "budget.h"
 #include "master_state.h"
 
@@ -33,7 +34,7 @@ int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg), int (*
   /* The per-lid arrays in one allocation (this runs once per operation):
    * tasks, then ready and failed, then the three flag arrays. */
   size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
-  s->tasks = malloc(n * (sizeof *s->tasks + 2 * sizeof(int) + 3));
+  s->tasks = blk__malloc(n * (sizeof *s->tasks + 2 * sizeof(int) + 3));
   if (!s->tasks) return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", m->nblocks);
   s->ready = (int *)(s->tasks + n);
   s->failed = s->ready + n;
@@ -67,7 +68,20 @@ static void unqueue(blk__sched *s, int i) {
   s->nready--;
 }
 
-int blk__sched_pump(blk__sched *s) {
+static void tell(blk__sched *s, int lid, int code) {
+  if (code && s->on_error) s->on_error(s->on_error_ctx, lid, code);
+}
+
+/* Takes lid out of the running: collect returns it with ran = 0. */
+static void not_run(blk__sched *s, int lid) {
+  if (s->pinned[lid]) {
+    s->pinned[lid] = 0;
+    blk__budget_release(s->m, lid);
+  }
+  s->failed[s->nfailed++] = lid;
+}
+
+void blk__sched_pump(blk__sched *s) {
   while (s->running < s->limit && s->nready > 0) {
     int i = 0;
     while (i < s->nready && !in_memory(s, s->ready[i])) i++;
@@ -76,27 +90,22 @@ int blk__sched_pump(blk__sched *s) {
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->m, lid);
       if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */
-      if (rc && !s->error) s->error = rc;
+      tell(s, lid, rc);
       if (!blk__budget_resident(s->m, lid)) { /* it could not be loaded: do not run it */
         unqueue(s, i);
-        s->failed[s->nfailed++] = lid;
+        not_run(s, lid);
         continue;
       }
       s->pinned[lid] = 1; /* resident, even if an eviction failed on the way */
     }
     unqueue(s, i);
     int rc = s->prepare ? s->prepare(s->args[lid]) : BLK_OK;
+    if (!rc) rc = blk__pool_submit(s->m->pool, run_task, &s->tasks[lid]);
     if (rc) {
-      if (!s->error) s->error = rc;
-      if (s->pinned[lid]) {
-        s->pinned[lid] = 0;
-        blk__budget_release(s->m, lid);
-      }
-      s->failed[s->nfailed++] = lid;
+      tell(s, lid, rc);
+      not_run(s, lid);
       continue;
     }
-    rc = blk__pool_submit(s->m->pool, run_task, &s->tasks[lid]);
-    if (rc) return rc;
     s->running++;
   }
   /* Every worker busy: bring the next block in while they compute. */
@@ -104,10 +113,9 @@ int blk__sched_pump(blk__sched *s) {
     for (int i = 0; i < s->nready; i++)
       if (!in_memory(s, s->ready[i])) {
         int rc = blk__budget_prefetch(s->m, s->ready[i], s->queued);
-        if (rc < 0 && !s->error) s->error = rc;
+        if (rc < 0) tell(s, s->ready[i], rc);
         break;
       }
-  return BLK_OK;
 }
 
 size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long timeout_ns) {

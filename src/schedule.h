@@ -41,7 +41,12 @@ typedef struct blk__sched {
   int *failed;            /* lids whose block could not be loaded: done, not run */
   int nfailed;
   int running, limit;
-  int error; /* the first load or eviction error; the operation goes on */
+  /* Told of every load, eviction or hand-off that failed, on the driver
+   * right when it happens (blk_last_error() says why); the operation goes
+   * on. lid is the block that was to run (an eviction's victim is named in
+   * the detail). NULL: nobody is told. */
+  void (*on_error)(void *ctx, int lid, int code);
+  void *on_error_ctx;
 } blk__sched;
 
 int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg),
@@ -52,11 +57,12 @@ void blk__sched_free(blk__sched *s);
 void blk__sched_ready(blk__sched *s, int lid, int needs_block);
 
 /* Starts as many ready tasks as workers and memory allow, and prefetches.
- * A block that cannot be loaded (a failed eviction or a corrupt record) is
- * not run: its error is kept in s->error (the first one) and the lid comes
- * back from collect as if it had run, so a collective operation still
- * completes on every rank. Returns 0 or BLK_ENOMEM from the pool. */
-int blk__sched_pump(blk__sched *s);
+ * A block that cannot be loaded (a corrupt record, no memory), prepared or
+ * handed to the pool is not run: on_error is told, and the lid comes back
+ * from collect with ran = 0, so a collective operation still completes on
+ * every rank. A failed eviction is told too, but the block runs (it is
+ * loaded over the budget: nothing is lost). */
+void blk__sched_pump(blk__sched *s);
 
 /* Moves up to max finished tasks' lids into lids (unpinning their blocks),
  * waiting up to timeout_ns for one (see blk__pool_collect); ran[i] says

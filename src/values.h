@@ -4,15 +4,14 @@
  * Each block posts a short list of (type, op, value) through its proxy. At
  * the next exchange the lists of the local blocks are combined on this rank
  * (they must agree in type and op, position by position), and the ranks
- * combine theirs with one non-blocking MPI_Iallreduce whose completion also
- * ends the exchange (it doubles as the barrier of the termination test).
- * A rank with no blocks contributes an empty list, which combines as the
- * identity, so it needs to know nothing about what the blocks posted.
+ * combine theirs along the agreement that ends the exchange (operation.h).
+ * A rank with no blocks contributes "nothing" (the identity), so it needs
+ * to know nothing about what the blocks posted; a block that posted no
+ * value contributes an empty list, which disagrees with a list of values.
  */
 #ifndef BLK_VALUES_H
 #define BLK_VALUES_H
 
-#include <mpi.h>
 #include <stdint.h>
 
 #include "blk/proxy.h"
@@ -30,26 +29,20 @@ typedef struct blk__value {
 
 typedef struct blk__values {
   int32_t count;
-  int32_t flags; /* VALUES_EMPTY, VALUES_MISMATCH (values.c) */
+  int32_t flags; /* VALUES_NOTHING, VALUES_MISMATCH (values.c) */
   blk__value items[BLK_PROXY_MAX_REDUCTIONS];
 } blk__values;
 
-/* An empty list (the identity of the combination). */
+/* Nothing: the identity of the combination (a rank without blocks). */
 void blk__values_clear(blk__values *v);
+/* An empty list: what a block that posted no value contributes. */
+void blk__values_none_posted(blk__values *v);
 /* Appends one posted value; BLK_EINVAL for an unknown op or a full list. */
 int blk__values_post(blk__values *v, int type, blk_op op, double f, int64_t i);
 /* Combines the list of a local block into acc; returns 0, or -1 if the two
  * disagree (different count, or type or op at some position). */
 int blk__values_combine(blk__values *acc, const blk__values *in);
-
-/* The MPI side: one committed datatype and op for a whole blk__values. */
-typedef struct blk__values_mpi {
-  MPI_Datatype type;
-  MPI_Op op;
-} blk__values_mpi;
-int blk__values_mpi_create(blk__values_mpi *out);
-void blk__values_mpi_free(blk__values_mpi *vm);
-/* Whether a combined list came out as a mismatch between ranks. */
+/* Whether a combined list came out as a mismatch. */
 int blk__values_mismatch(const blk__values *v);
 
 #endif

@@ -183,9 +183,11 @@ void blk_master_stats_log(const blk_master *m);
  * It is removed by blk_master_destroy. */
 const char *blk_master_spill_path(const blk_master *m);
 
-/* Number of exchanges and reductions run so far (the "round" a panic
- * message names for an exchange). */
-int blk_master_epoch(const blk_master *m);
+/* Number of collective operations run so far on this master (every
+ * foreach, exchange, decompose, reduction and destroy counts one; an array
+ * all-reduce may count two), modulo 2^32: the number error messages give
+ * an operation ("exchange 12 failed on rank 1 ..."). */
+uint32_t blk_master_epoch(const blk_master *m);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,6 @@
  *     past-end        dequeue more than the neighbour sent
  *     not-neighbour   dequeue from a gid that is not a link neighbour
  *     not-partner     enqueue in a reduction to a gid that is not an out-partner
- *     wrong-owner     the last rank also holds gid 0, which the assigner puts on rank 0
  *     bad-input       no death: every bad argument returns its code (passes normally)
  */
 #include <blk/blk.h>
@@ -142,18 +141,7 @@ int main(int argc, char **argv) {
   mc.destroy = destroy;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   CHECK_OK(blk_master_decompose(m, d, a));
-  if (!strcmp(which, "wrong-owner")) {
-    /* Only the last rank can see it; the others would wait for its messages. */
-    if (rank == size - 1) {
-      void *b;
-      CHECK_OK(create(&b, 0, NULL));
-      CHECK_OK(blk_master_add(m, 0, b, NULL, 0));
-    }
-    blk_partners *p;
-    CHECK_OK(blk_partners_create(&p, BLK_MERGE, 1, &nblocks, 2, 1));
-    CHECK_OK(blk_reduce(m, a, p, reduce_badly, NULL));
-    blk_partners_destroy(p);
-  } else if (!strcmp(which, "not-partner")) {
+  if (!strcmp(which, "not-partner")) {
     blk_partners *p;
     CHECK_OK(blk_partners_create(&p, BLK_MERGE, 1, &nblocks, 2, 1));
     CHECK_OK(blk_reduce(m, a, p, reduce_badly, NULL));
