@@ -34,6 +34,7 @@
 #include "combine.h"
 #include "fail.h"
 #include "master_state.h"
+#include "memory_limit.h"
 
 typedef struct job {
   const blk_arrays *spec;
@@ -238,7 +239,10 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
     return blk__fail(BLK_EINVAL, "arrays: unknown algorithm %d", (int)s->algorithm);
   if (s->count > SIZE_MAX / *elem)
     return blk__fail(BLK_EINVAL, "arrays: %zu elements of %zu bytes overflow", s->count, *elem);
-  return BLK_OK;
+  /* No block can hold a larger array, and messages copy whole arrays: a
+   * count this large is wrong, and found here rather than by a crash. */
+  return blk__memory_check(s->count, *elem, "arrays: count = %zu elements of one block's array",
+                           s->count);
 }
 
 /* Whether messages may refer to the blocks' arrays instead of copying them:
