@@ -17,6 +17,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* Requests up to this size fit without asking: reading the limits costs
+ * three system calls (1.3 us on a 2-vCPU VM, 4% of a small all-reduce), no
+ * limit that low is in use, and an rlimit makes malloc fail cleanly anyway.
+ * The requests worth refusing are the ones overcommit would grant and the
+ * out-of-memory killer would end. */
+#define UNCHECKED_BYTES ((uint64_t)64 << 20)
+
 static void lower_to(blk__memory_limit *l, uint64_t bytes, const char *which) {
   if (bytes < l->bytes) {
     l->bytes = bytes;
@@ -43,13 +50,14 @@ blk__memory_limit blk__memory_limit_get(void) {
 }
 
 int blk__memory_fits(uint64_t count, uint64_t size) {
-  uint64_t limit = blk__memory_limit_get().bytes;
-  return size == 0 || count <= limit / size;
+  if (size == 0 || count <= UNCHECKED_BYTES / size) return 1;
+  return count <= blk__memory_limit_get().bytes / size;
 }
 
 int blk__memory_check(uint64_t count, uint64_t size, const char *fmt, ...) {
+  if (size == 0 || count <= UNCHECKED_BYTES / size) return BLK_OK;
   blk__memory_limit l = blk__memory_limit_get();
-  if (size == 0 || count <= l.bytes / size) return BLK_OK;
+  if (count <= l.bytes / size) return BLK_OK;
   char what[256];
   va_list ap;
   va_start(ap, fmt);

@@ -35,6 +35,11 @@ static void child_limit(int resource, uint64_t bytes, const char *which) {
     blk__memory_limit l = blk__memory_limit_get();
     if (l.bytes != bytes) _exit(12);
     if (strcmp(l.which, which) != 0) _exit(13);
+    const uint64_t unchecked = (uint64_t)64 << 20;
+    if (bytes < unchecked) { /* taken as fitting up to 64 MiB, refused past it */
+      if (!blk__memory_fits(1, unchecked) || blk__memory_fits(1, unchecked + 1)) _exit(16);
+      _exit(0);
+    }
     if (!blk__memory_fits(1, bytes) || blk__memory_fits(1, bytes + 1)) _exit(14);
     if (!blk__memory_fits(bytes / 8, 8) || blk__memory_fits(bytes / 8 + 1, 8)) _exit(15);
     _exit(0);
@@ -94,6 +99,8 @@ int main(void) {
   uint64_t low = l.bytes / 2 < ((uint64_t)64 << 30) ? l.bytes / 2 : (uint64_t)64 << 30;
   child_limit(RLIMIT_AS, low, "RLIMIT_AS");
   child_limit(RLIMIT_DATA, low - 4096, "RLIMIT_DATA");
+  /* Up to 64 MiB is taken as fitting without reading the limits. */
+  child_limit(RLIMIT_AS, (uint64_t)32 << 20, "RLIMIT_AS");
 
   printf("test_memory_limit: ok\n");
   return 0;
