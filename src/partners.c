@@ -11,8 +11,8 @@
  * ranges, silence of inactive blocks, round 0 and round R, and that each round's
  * messages sent equal the next round's received. That costs (R+1) * nblocks calls of
  * each ops function (refused above 2^32: minutes on every rank) and a buffer as large
- * as the largest group; it also yields max_group. Queries cost what the ops cost plus O(1). The object never changes after
- * create, so it needs no lock.
+ * as the largest group; it also yields max_group. Queries cost what the ops cost plus
+ * O(1). The object never changes after create, so it needs no lock.
  */
 #include <limits.h>
 #include <stdint.h>
