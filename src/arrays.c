@@ -35,6 +35,7 @@
 #include "combine.h"
 #include "fail.h"
 #include "master_state.h"
+#include "memory_limit.h"
 #include "reduce_run.h"
 
 typedef struct job {
@@ -243,6 +244,21 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
   return BLK_OK;
 }
 
+/* The arguments (alike on every rank, so every rank returns the same), then
+ * the memory: no block can hold a larger array than the process can, and
+ * messages copy whole arrays, so a count this large is found here rather
+ * than by a crash. The limit may differ between ranks, so a rank that finds
+ * it too large takes part in the operation, aborting it. */
+static int check_call(blk_master *m, const blk_assigner *a, const blk_arrays *s, size_t *elem) {
+  if (!m) return blk__fail(BLK_EINVAL, "arrays: the master is NULL");
+  int rc = check_spec(a, s, elem);
+  if (rc) return rc;
+  if ((rc = blk__memory_check(s->count, *elem, "arrays: count = %zu elements of one block's array",
+                              s->count)))
+    return blk__reduce_abort(m, rc, "arrays");
+  return BLK_OK;
+}
+
 /* Whether messages may refer to the blocks' arrays instead of copying them:
  * not under a memory budget, where a block (and its array) may leave memory
  * while a message still refers to it. The round functions that use it
@@ -277,8 +293,7 @@ static blk_partners *partners(blk_master *m, blk_pattern pattern, int n, int k, 
 static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk_pattern pattern,
                int contiguous, blk_reduce_fn fn, int copy) {
   size_t elem = 0;
-  if (!m) return blk__fail(BLK_EINVAL, "arrays: the master is NULL");
-  int rc = check_spec(a, spec, &elem);
+  int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
   blk_partners *p = partners(m, pattern, n, spec->k, contiguous, &rc);
@@ -335,8 +350,7 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
 
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
   size_t elem = 0;
-  if (!m) return blk__fail(BLK_EINVAL, "arrays: the master is NULL");
-  int rc = check_spec(a, spec, &elem);
+  int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(a, spec);
   int n = blk_assigner_nblocks(a);

@@ -30,7 +30,8 @@ struct blk_assigner {
 
 static int contiguous_rank(const blk_assigner *a, int gid) {
   int b = a->nblocks / a->nranks, m = a->nblocks % a->nranks;
-  int big = m * (b + 1); /* gids owned by the first m ranks; <= nblocks */
+  if (m == 0) return gid / b; /* b + 1 below would overflow for INT_MAX blocks on one rank */
+  int big = m * (b + 1);      /* gids owned by the first m ranks; <= nblocks */
   if (gid < big) return gid / (b + 1);
   return m + (gid - big) / b; /* b > 0 here: gid >= big means nblocks > big */
 }

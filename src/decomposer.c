@@ -390,10 +390,34 @@ static int check_domain(blk_decomposer *d, const blk_bounds *db, const blk_cboun
   return 0;
 }
 
+/* "AxBx0" of the divisions as given, for messages. */
+static void format_divisions(const blk_decomposer *d, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int a = 0; a < d->dim && used < size; a++) {
+    int w = snprintf(buf + used, size - used, "%s%d", a ? "x" : "", d->div[a]);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+}
+
 /* Given divisions: each must fit its axis and divide what is left. */
 static int check_given(const blk_decomposer *d, int *left) {
   int nfree = 0;
   *left = d->nblocks;
+  /* Divisions whose product passes INT_MAX are said to, rather than as one
+   * that fails to divide the blocks left (which names no overflow). */
+  uint64_t product = 1;
+  for (int a = 0; a < d->dim && product <= INT_MAX; a++)
+    if (d->div[a] > 0) product *= (uint64_t)d->div[a]; /* < 2^31 * 2^31 */
+  if (product > INT_MAX) {
+    char buf[128];
+    format_divisions(d, buf, sizeof buf);
+    return blk__fail(BLK_EINVAL,
+                     "decomposer: divisions %s multiply to more than INT_MAX = %d blocks "
+                     "(nblocks = %d)",
+                     buf, INT_MAX, d->nblocks);
+  }
   for (int a = 0; a < d->dim; a++) {
     int v = d->div[a];
     if (v == 0) {
@@ -411,12 +435,7 @@ static int check_given(const blk_decomposer *d, int *left) {
   }
   if (nfree == 0 && *left != 1) {
     char buf[128];
-    size_t used = 0;
-    for (int a = 0; a < d->dim && used < sizeof buf; a++) {
-      int w = snprintf(buf + used, sizeof buf - used, "%s%d", a ? "x" : "", d->div[a]);
-      if (w < 0) break;
-      used += (size_t)w;
-    }
+    format_divisions(d, buf, sizeof buf);
     return blk__fail(BLK_EINVAL, "decomposer: divisions %s make %d blocks, not nblocks = %d", buf,
                      d->nblocks / *left, d->nblocks);
   }

@@ -4,6 +4,14 @@
  * The level is an atomic so any thread may read or set it. Each line is
  * formatted into one buffer and written with a single fputs, so lines from
  * different threads do not interleave.
+ *
+ * BLK_LOG is read once per process, by blk__log_init: the master calls it at
+ * create, and the first blk_log_get_level or blk_log_set_level does too, so
+ * a bad value is reported even by a run that logs nothing or that sets its
+ * own level (which then wins over BLK_LOG). One compare-and-swap on env_read
+ * picks the one thread that reports; a thread that loses it while the
+ * winner is still reading parses BLK_LOG itself, silently, and gets the same
+ * level, so nobody waits and nobody reports twice.
  */
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -14,7 +22,8 @@
 #include "blk/error.h"
 #include "logger.h"
 
-static atomic_int level = -1; /* -1: not read from BLK_LOG yet */
+static atomic_int level = -1;   /* -1: neither read from BLK_LOG nor set yet */
+static atomic_int env_read = 0; /* 1 once a thread has taken the job of reading BLK_LOG */
 static atomic_int log_rank = -1;
 
 static const char *const level_names[] = {"none", "error", "warn", "info", "debug", "trace"};
@@ -30,23 +39,55 @@ int blk_log_parse_level(blk_log_level *out, const char *name) {
   return BLK_EINVAL;
 }
 
+/* The level BLK_LOG asks for: warn when unset or not a level. */
+static blk_log_level env_level(const char **bad) {
+  blk_log_level parsed = BLK_LOG_WARN;
+  const char *env = getenv("BLK_LOG");
+  *bad = NULL;
+  if (env && blk_log_parse_level(&parsed, env) != 0) {
+    *bad = env;
+    parsed = BLK_LOG_WARN;
+  }
+  return parsed;
+}
+
+/* Makes BLK_LOG's level the level unless one is set already (a level the
+ * program set wins). */
+static void adopt(blk_log_level l) {
+  int unset = -1;
+  atomic_compare_exchange_strong(&level, &unset, (int)l);
+}
+
+void blk__log_init(void) {
+  int first = 0;
+  if (!atomic_compare_exchange_strong(&env_read, &first, 1)) return;
+  const char *bad = NULL;
+  blk_log_level l = env_level(&bad);
+  if (bad) {
+    char line[512];
+    snprintf(line, sizeof line,
+             "blk: BLK_LOG=%.200s is not a level (none, error, warn, info, debug, trace, or "
+             "0-5); ignoring it (the default level is warn)\n",
+             bad);
+    fputs(line, stderr);
+  }
+  adopt(l);
+}
+
 void blk_log_set_level(blk_log_level l) {
+  blk__log_init(); /* a bad BLK_LOG is still reported, once */
   atomic_store(&level, (int)l);
 }
 
 blk_log_level blk_log_get_level(void) {
   int l = atomic_load_explicit(&level, memory_order_relaxed);
   if (l >= 0) return (blk_log_level)l;
-  blk_log_level parsed = BLK_LOG_WARN;
-  const char *env = getenv("BLK_LOG");
-  if (env && blk_log_parse_level(&parsed, env) != 0) {
-    fprintf(stderr,
-            "blk: BLK_LOG=%s is not a level (none, error, warn, info, debug, trace); using warn\n",
-            env);
-    parsed = BLK_LOG_WARN;
-  }
-  int expected = -1;
-  atomic_compare_exchange_strong(&level, &expected, (int)parsed);
+  blk__log_init();
+  l = atomic_load(&level);
+  if (l >= 0) return (blk_log_level)l;
+  /* Another thread is reading BLK_LOG right now: read it too, quietly. */
+  const char *bad = NULL;
+  adopt(env_level(&bad));
   return (blk_log_level)atomic_load(&level);
 }
 

@@ -11,6 +11,13 @@
 
 #include "blk/log.h"
 
+/* Reads and checks BLK_LOG, once per process: an invalid value is reported
+ * on stderr in one line naming it and the valid levels, even by a run that
+ * then logs nothing or sets its own level. Later calls, and calls racing
+ * with the first, return at once. The master calls it when it is created;
+ * the first blk_log_get_level or blk_log_set_level calls it too. Any thread. */
+void blk__log_init(void);
+
 /* The rank printed in every line's prefix; -1 prints no rank. */
 void blk__log_set_rank(int rank);
 

@@ -13,12 +13,14 @@
  * duplicate may be what failed); every later collective call is an
  * operation that ends with blk's own agreement (operation.h).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "logger.h"
 #include "master_state.h"
+#include "memory_limit.h"
 #include "reduce_run.h"
 #include "schedule.h"
 
@@ -84,6 +86,7 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     return blk__fail(BLK_ESTATE, "master: MPI is not initialised (call MPI_Init first)");
   if (comm == MPI_COMM_NULL)
     return blk__fail(BLK_EINVAL, "master: the communicator is MPI_COMM_NULL");
+  blk__log_init(); /* a bad BLK_LOG is reported now, even if nothing is ever logged */
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   blk__failure f;
@@ -252,6 +255,9 @@ int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, i
   if (blk__gid_map_get(&m->lids, gid) >= 0)
     return blk__fail(BLK_EINVAL, "master: add: gid %d is already on this rank", gid);
   if (m->nblocks == m->cap_blocks) {
+    if (m->cap_blocks > INT_MAX / 2)
+      return blk__fail(BLK_ENOMEM, "master: add: %d blocks on one rank are too many",
+                       m->nblocks);
     int ncap = m->cap_blocks ? 2 * m->cap_blocks : 8;
     blk__block *grown = blk__realloc(m->blocks, (size_t)ncap * sizeof *grown);
     if (!grown) return blk__fail(BLK_ENOMEM, "master: no memory for %d blocks", ncap);
@@ -284,6 +290,14 @@ static void create_blocks(blk_master *m, const blk_decomposer *d, const blk_assi
   blk_link *links = NULL;
   int rank = blk__comm_rank(m->comm);
   int count = blk_assigner_local_count(a, rank);
+  /* Each local block costs at least its record, its gid-map slots (the map
+   * is at most half full) and its gid here, before its links and its data:
+   * refuse a count that can never fit rather than be killed adding it. */
+  if (blk__memory_check((uint64_t)count, sizeof(blk__block) + 5 * sizeof(int),
+                        "%d local blocks on rank %d", count, rank)) {
+    blk__op_fail(o, BLK_ENOMEM, -1, -1, "%s", blk_last_error());
+    return;
+  }
   if (count > 0 && !(gids = blk__malloc((size_t)count * sizeof *gids))) {
     blk__op_fail(o, BLK_ENOMEM, -1, -1, "no memory for %d gids", count);
     return;

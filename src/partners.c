@@ -10,16 +10,23 @@
  * A custom pattern is checked once at create by asking every (round, gid): counts,
  * ranges, silence of inactive blocks, round 0 and round R, and that each round's
  * messages sent equal the next round's received. That costs (R+1) * nblocks calls of
- * each ops function and a buffer as large as the largest group; it also yields
- * max_group. Queries cost what the ops cost plus O(1). The object never changes after
- * create, so it needs no lock.
+ * each ops function (refused above 2^32: minutes on every rank) and a buffer as large
+ * as the largest group; it also yields max_group. Queries cost what the ops cost plus
+ * O(1). The object never changes after create, so it needs no lock.
  */
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "blk/decomposer.h"
 #include "blk/partners.h"
 #include "fail.h"
+#include "memory_limit.h"
 #include "partners_regular.h"
+
+/* The most (round, gid) pairs create checks of a custom pattern: 2^32, about
+ * a minute at ~15 ns a pair with trivial ops functions. */
+#define MAX_CHECKED_PAIRS ((uint64_t)1 << 32)
 
 struct blk_partners {
   const blk_partners_ops *ops;
@@ -97,9 +104,20 @@ typedef struct scratch {
 
 /* Ask fn for a whole list into sc; returns 0 or an error, the count in *count. */
 static int ask(scratch *sc, list_fn fn, const char *name, const void *state, int round, int gid,
-               int *count) {
+               int nblocks, int *count) {
   int n = fn(state, round, gid, sc->gids, sc->cap);
+  /* A gid is listed at most once, so a longer list is wrong: refused before
+   * the scratch grows to hold it. */
+  if (n > nblocks)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom %s(round %d, gid %d) returned %d partners, more than the "
+                     "%d blocks",
+                     name, round, gid, n, nblocks);
   if (n > sc->cap) {
+    int rc = blk__memory_check((uint64_t)n, sizeof(int),
+                               "partners: custom %s(round %d, gid %d) lists %d partners", name,
+                               round, gid, n);
+    if (rc) return rc;
     int *grown = realloc(sc->gids, (size_t)n * sizeof *grown);
     if (grown == NULL) return blk__fail(BLK_ENOMEM, "partners: no memory for %d partner gids", n);
     sc->gids = grown;
@@ -155,9 +173,9 @@ static int check_custom(const blk_partners_ops *ops, const void *state, int roun
     long long sent = 0, received = 0;
     for (int g = 0; g < nblocks && rc == 0; g++) {
       int active = ops->active(state, r, g) != 0, nin = 0, nout = 0;
-      rc = ask(&sc, ops->in_partners, "in_partners", state, r, g, &nin);
+      rc = ask(&sc, ops->in_partners, "in_partners", state, r, g, nblocks, &nin);
       if (rc == 0) rc = check_list(&sc, "in_partners", r, g, nin, active, rounds, nblocks, 0);
-      if (rc == 0) rc = ask(&sc, ops->out_partners, "out_partners", state, r, g, &nout);
+      if (rc == 0) rc = ask(&sc, ops->out_partners, "out_partners", state, r, g, nblocks, &nout);
       if (rc == 0) rc = check_list(&sc, "out_partners", r, g, nout, active, rounds, nblocks, 1);
       received += nin;
       sent += nout;
@@ -193,6 +211,18 @@ int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, 
     return blk__fail(BLK_EINVAL, "partners: custom rounds() = %d, must be >= 0", rounds);
   if (nblocks < 1)
     return blk__fail(BLK_EINVAL, "partners: custom nblocks() = %d, must be >= 1", nblocks);
+  /* Round R + 1 is how a driver says "finished" (reduce.c). */
+  if (rounds == INT_MAX)
+    return blk__fail(BLK_EINVAL, "partners: custom rounds() = %d, must be below INT_MAX", rounds);
+  /* The check below asks every (round, gid); past this many it would run
+   * for minutes on every rank before anything is sent. */
+  uint64_t pairs = ((uint64_t)rounds + 1) * (uint64_t)nblocks;
+  if (pairs > MAX_CHECKED_PAIRS)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom pattern of rounds() = %d over nblocks() = %d: checking it "
+                     "takes (rounds + 1) x nblocks = %llu calls of each function, more than the "
+                     "2^32 blk allows",
+                     rounds, nblocks, (unsigned long long)pairs);
   int rc = check_custom(ops, state, rounds, nblocks, &max_group);
   if (rc != 0) return rc;
 

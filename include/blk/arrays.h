@@ -87,10 +87,13 @@ typedef struct blk_arrays {
   { NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL }
 
 /* Every block's array becomes the element-wise op over all blocks' arrays.
- * Errors: BLK_EINVAL (no array callback, k < 2, unknown type or op, the
- * assigner's rank count does not match), BLK_EMPI, BLK_ENOMEM. Collective
- * like blk_reduce, with the same spec on every rank; a local block the
- * assigner puts elsewhere stops the job, as there. */
+ * Errors: BLK_EINVAL (no array callback, k < 2, unknown type, op or
+ * algorithm, count * element size past SIZE_MAX, the assigner's rank count
+ * does not match), BLK_ENOMEM (out of memory, or, before anything runs, a
+ * count whose array alone is larger than this process can have: physical
+ * memory, RLIMIT_AS or RLIMIT_DATA; the detail names count, bytes and
+ * limit), BLK_EMPI. Collective like blk_reduce, with the same spec on every
+ * rank; a local block the assigner puts elsewhere stops the job, as there. */
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* The algorithm blk_arrays_all_reduce runs for spec with this assigner:
@@ -99,17 +102,18 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a, cons
 
 /* gid 0's array becomes the element-wise op over all blocks (MPI_Reduce's
  * job). It works in place: the other blocks' arrays end as scratch (the
- * partial results they passed up the tree). */
+ * partial results they passed up the tree). Errors as
+ * blk_arrays_all_reduce. */
 int blk_arrays_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* Every block's array becomes a copy of gid 0's (MPI_Bcast's job). op is
- * not used. */
+ * not used (but must be valid). Errors as blk_arrays_all_reduce. */
 int blk_arrays_broadcast(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* Block g ends with piece g of the element-wise op, in its array at elements
  * [blk_arrays_piece_begin(g), blk_arrays_piece_begin(g + 1)); the rest of
  * its array is scratch (MPI_Reduce_scatter_block's job, with the pieces of
- * n blocks as equal as the count allows). */
+ * n blocks as equal as the count allows). Errors as blk_arrays_all_reduce. */
 int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* Where piece g of count elements over n blocks begins: floor(g * count / n). */

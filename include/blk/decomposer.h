@@ -77,12 +77,14 @@ typedef struct blk_decomposer_config {
  * On success *out owns a new decomposer (free it with blk_decomposer_destroy).
  * Returns 0, BLK_ENOMEM, or BLK_EINVAL with a detail naming the value for:
  * a NULL out or domain, dim outside 1..BLK_MAX_DIM, nblocks < 1, min > max, a
- * negative division, given divisions whose product does not divide nblocks
- * (or, when all are given, does not equal it), more divisions than cells on an
- * axis (including when no choice of divisions fits), negative ghosts,
- * ghost_width set (it is for continuous domains; use ghosts), or ghosts on a
- * wrapped axis that would take the ghosted bounds past the int64 range. On
- * failure *out is set to NULL. Any thread. */
+ * negative division, given divisions whose product passes INT_MAX or does
+ * not divide nblocks (or, when all are given, does not equal it), more
+ * divisions than cells on an axis (including when no choice of divisions
+ * fits), negative ghosts, ghost_width set (it is for continuous domains; use
+ * ghosts), or ghosts on a wrapped axis that would take the ghosted bounds
+ * past the int64 range. On failure *out is set to NULL. The decomposer is
+ * O(1) in memory whatever nblocks (up to INT_MAX), so BLK_ENOMEM is only for
+ * its own few hundred bytes. Any thread. */
 int blk_decomposer_create(blk_decomposer **out, const blk_bounds *domain, int nblocks,
                           const blk_decomposer_config *cfg);
 

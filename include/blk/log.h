@@ -3,9 +3,12 @@
  *
  * Lines go to stderr, each prefixed with "blk[rank]" once a master knows the
  * rank. The level starts from the environment variable BLK_LOG (none, error,
- * warn, info, debug, trace; default warn) and can be changed with
- * blk_log_set_level(). Errors that blk returns are logged at error level with
- * their detail, so a program that ignores a code still shows why.
+ * warn, info, debug, trace or 0-5; default warn) and can be changed with
+ * blk_log_set_level(). BLK_LOG is read once per process, when the first
+ * master is created or the level is first read or set, whichever comes
+ * first; any other value is reported then, in one line on stderr, and
+ * ignored. Errors that blk returns are logged at error level with their
+ * detail, so a program that ignores a code still shows why.
  */
 #ifndef BLK_LOG_H
 #define BLK_LOG_H
@@ -23,10 +26,13 @@ typedef enum blk_log_level {
   BLK_LOG_TRACE = 5
 } blk_log_level;
 
-/* Set the level; lines above it are dropped. Any thread. */
+/* Set the level; lines above it are dropped. It wins over BLK_LOG, which is
+ * still checked (and a bad value reported) if nothing read it before. Any
+ * thread. */
 void blk_log_set_level(blk_log_level level);
 
-/* The current level (BLK_LOG read at first use if never set). Any thread. */
+/* The current level: the last one set, else BLK_LOG's, else warn. Any
+ * thread. */
 blk_log_level blk_log_get_level(void);
 
 /* Parse a level name ("warn", "debug", ... or a digit 0-5). Returns

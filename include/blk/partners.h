@@ -98,8 +98,9 @@ typedef struct blk_partners blk_partners;
  * On success *out owns a new object; free it with blk_partners_destroy. divisions is
  * copied. Any thread.
  * Errors: BLK_EINVAL for out or divisions NULL, an unknown pattern, dim outside 1..8, a
- * division < 1, a product of divisions that does not fit in int, k < 2, contiguous not
- * 0 or 1; BLK_ENOMEM. On error *out is set to NULL (when out is not NULL). */
+ * division < 1, a product of divisions that does not fit in int (the detail names the
+ * product), k < 2, contiguous not 0 or 1; BLK_ENOMEM. On error *out is set to NULL
+ * (when out is not NULL). The object is O(1) in memory whatever the block count. */
 int blk_partners_create(blk_partners **out, blk_pattern pattern, int dim, const int *divisions,
                         int k, int contiguous);
 
@@ -134,8 +135,12 @@ int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,
  * also records the largest group for blk_partners_max_group. It cannot check that every
  * sender and receiver name each other; that is the ops' promise.
  * Any thread. Errors: BLK_EINVAL for out or ops NULL, a NULL function in ops (destroy
- * excepted), rounds() < 0, nblocks() < 1, or a pattern that fails the checks above
- * (the detail names round, gid and value); BLK_ENOMEM. On error *out is NULL. */
+ * excepted), rounds() < 0 or = INT_MAX, nblocks() < 1, (rounds() + 1) * nblocks() above
+ * 2^32 (checking that many pairs would take minutes), a partner list longer than
+ * nblocks() (a gid is listed at most once), or a pattern that fails the checks above
+ * (the detail names round, gid and value); BLK_ENOMEM (also for a partner list larger
+ * than this process can hold: physical memory, RLIMIT_AS or RLIMIT_DATA). On error
+ * *out is NULL. */
 int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state);
 
 /* Free a partners object and, for a custom one, its state. NULL does nothing. Not

@@ -26,6 +26,7 @@
  *   create        a master create that fails on one rank only
  *   null          NULL handles
  *   wrap          the operation counter wraps around 2^32
+ *   huge          array counts and block counts that cannot fit in memory
  */
 #include <blk/blk.h>
 #include <stdint.h>
@@ -766,6 +767,58 @@ static void case_null(void) {
   blk_assigner_destroy(a);
 }
 
+/* --- sizes that cannot fit -------------------------------------------- */
+
+/* Counts whose memory no process here can have (under a terabyte of
+ * memory): every rank refuses them with the same code, before anything
+ * runs, and the master goes on. */
+static void case_huge(void) {
+  T.nblocks = 4;
+  blk_master *m = make_master(T.threads, 0);
+  blk_assigner *a;
+  CHECK_OK(blk_assigner_create_contiguous(&a, T.size, T.nblocks));
+  add_blocks(m, a, T.nblocks);
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.type = BLK_DOUBLE;
+  spec.count = SIZE_MAX / 4;
+  int rc = blk_arrays_all_reduce(m, a, &spec);
+  CHECK_EQ_INT(rc, BLK_EINVAL);
+  check_agreed(rc, "elements of 8 bytes overflow");
+  spec.count = SIZE_MAX / 8;
+  rc = blk_arrays_reduce(m, a, &spec);
+  CHECK_EQ_INT(rc, BLK_ENOMEM);
+  check_agreed(rc, "arrays: count = 2305843009213693951 elements");
+  spec.count = (size_t)1 << 37; /* a terabyte of doubles */
+  rc = blk_arrays_broadcast(m, a, &spec);
+  CHECK_EQ_INT(rc, BLK_ENOMEM);
+  check_agreed(rc, "more than this process can have");
+  /* INT_MAX blocks: the records of a rank's share cannot fit. */
+  blk_master *big = make_master(T.threads, 0);
+  blk_bounds domain;
+  int64_t lo[BLK_MAX_DIM] = {0}, hi[BLK_MAX_DIM] = {INT32_MAX};
+  CHECK_OK(blk_bounds_set(&domain, 1, lo, hi));
+  blk_decomposer *d;
+  blk_assigner *huge;
+  CHECK_OK(blk_decomposer_create(&d, &domain, INT32_MAX, NULL));
+  CHECK_OK(blk_assigner_create_contiguous(&huge, T.size, INT32_MAX));
+  rc = blk_master_decompose(big, d, huge);
+  CHECK_EQ_INT(rc, BLK_ENOMEM);
+  check_agreed(rc, "local blocks on rank 0");
+  CHECK_EQ_INT(blk_master_local_count(big), 0);
+  blk_master_destroy(big);
+  blk_decomposer_destroy(d);
+  blk_assigner_destroy(huge);
+  /* The first master still works. */
+  spec.count = ARRAY;
+  spec.type = BLK_FLOAT;
+  CHECK_OK(blk_master_foreach(m, fill_array, NULL));
+  CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+  CHECK_OK(blk_master_foreach(m, check_array, NULL));
+  blk_assigner_destroy(a);
+  blk_master_destroy(m);
+}
+
 /* --- the operation counter wraps ------------------------------------------ */
 
 static void case_wrap(void) {
@@ -834,6 +887,8 @@ int main(int argc, char **argv) {
     case_null();
   else if (!strcmp(which, "wrap"))
     case_wrap();
+  else if (!strcmp(which, "huge"))
+    case_huge();
   else
     CHECK_MSG(0, "unknown case %s", which);
   MPI_Barrier(MPI_COMM_WORLD);

@@ -137,11 +137,49 @@ static void test_errors(void) {
   blk_assigner_destroy(NULL);
 }
 
+/* INT_MAX blocks over 1..INT_MAX ranks: the gid arithmetic of both policies
+ * stays inside int (products like rank * (b + 1) never pass nblocks) and
+ * every answer is O(1), whatever the count. */
+static void test_huge(void) {
+  static const int nranks[] = {1, 2, 3, 7, 65536, 46341, INT_MAX - 1, INT_MAX};
+  for (size_t i = 0; i < sizeof nranks / sizeof nranks[0]; i++)
+    for (int contiguous = 0; contiguous <= 1; contiguous++) {
+      int n = nranks[i], nb = INT_MAX;
+      blk_assigner *a = NULL;
+      CHECK_OK(contiguous ? blk_assigner_create_contiguous(&a, n, nb)
+                          : blk_assigner_create_round_robin(&a, n, nb));
+      int ranks[] = {0, 1, n / 2, n - 2, n - 1};
+      int prev = -2;      /* the last rank checked */
+      long long next = 0; /* contiguous: the first gid of the rank after it */
+      for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; r++) {
+        int rank = ranks[r];
+        if (rank < 0 || rank >= n || rank == prev) continue;
+        int count = blk_assigner_local_count(a, rank);
+        CHECK(count == nb / n || count == nb / n + 1);
+        int gids[2];
+        CHECK_EQ_INT(blk_assigner_local_gids(a, rank, gids, count < 2 ? count : 2), count);
+        CHECK_EQ_INT(blk_assigner_rank(a, gids[0]), rank);
+        if (contiguous) {
+          if (rank == n - 1) CHECK_EQ_INT((long long)gids[0] + count, nb);
+          if (prev == rank - 1) CHECK_EQ_INT(gids[0], next);
+          next = (long long)gids[0] + count;
+          CHECK_EQ_INT(blk_assigner_rank(a, (int)(next - 1)), rank);
+        } else {
+          CHECK_EQ_INT(gids[0], rank);
+          CHECK_EQ_INT(blk_assigner_rank(a, rank + (count - 1) * n), rank);
+        }
+        prev = rank;
+      }
+      blk_assigner_destroy(a);
+    }
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
   test_all_small();
   test_by_hand();
   test_errors();
+  test_huge();
   printf("test_assigner: ok\n");
   return 0;
 }

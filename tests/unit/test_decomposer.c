@@ -746,6 +746,51 @@ static void test_chosen_fit(void) {
       }
 }
 
+/* The largest block counts cost nothing (the decomposer keeps no per-block
+ * state), and given divisions whose product passes INT_MAX are named as such
+ * (they used to be reported as a division that did not divide 1 block). */
+static void test_huge(void) {
+  int64_t lo[BLK_MAX_DIM] = {0}, hi[BLK_MAX_DIM];
+  for (int a = 0; a < BLK_MAX_DIM; a++) hi[a] = INT64_MAX;
+  blk_decomposer *d = NULL;
+  blk_bounds line = box(1, lo, hi);
+  CHECK_OK(blk_decomposer_create(&d, &line, INT_MAX, NULL)); /* a prime */
+  blk_bounds core;
+  CHECK_OK(blk_decomposer_block_bounds(d, INT_MAX - 1, &core, NULL));
+  CHECK(core.max[0] == INT64_MAX);
+  CHECK_EQ_INT(blk_decomposer_point_to_gid(d, &hi[0]), INT_MAX - 1);
+  blk_decomposer_destroy(d);
+
+  blk_bounds plane = box(2, lo, hi);
+  CHECK_OK(blk_decomposer_create(&d, &plane, 1 << 30, NULL));
+  int div[BLK_MAX_DIM];
+  blk_decomposer_divisions(d, div);
+  CHECK_EQ_INT(div[0], 32768);
+  CHECK_EQ_INT(div[1], 32768);
+  CHECK_OK(blk_decomposer_block_bounds(d, (1 << 30) - 1, &core, NULL));
+  CHECK(core.max[0] == INT64_MAX && core.max[1] == INT64_MAX);
+  int gids[4];
+  CHECK_EQ_INT(blk_decomposer_point_to_gids(d, hi, gids, 4), 1);
+  CHECK_EQ_INT(gids[0], (1 << 30) - 1);
+  blk_decomposer_destroy(d);
+
+  blk_decomposer_config cfg = BLK_DECOMPOSER_CONFIG_INIT;
+  cfg.divisions[0] = cfg.divisions[1] = 65536;
+  CHECK_ERR(blk_decomposer_create(&d, &plane, 65536, &cfg), BLK_EINVAL,
+            "divisions 65536x65536 multiply to more than INT_MAX = 2147483647 blocks "
+            "(nblocks = 65536)");
+  CHECK(d == NULL);
+  cfg.divisions[0] = INT_MAX;
+  cfg.divisions[1] = 2;
+  CHECK_ERR(blk_decomposer_create(&d, &plane, INT_MAX, &cfg), BLK_EINVAL,
+            "divisions 2147483647x2 multiply to more than INT_MAX");
+  blk_bounds cube8 = box(BLK_MAX_DIM, lo, hi);
+  blk_decomposer_config c8 = BLK_DECOMPOSER_CONFIG_INIT;
+  for (int a = 0; a < 4; a++) c8.divisions[a] = 256; /* 2^32; the other axes free */
+  CHECK_ERR(blk_decomposer_create(&d, &cube8, 1 << 30, &c8), BLK_EINVAL,
+            "divisions 256x256x256x256x0x0x0x0 multiply to more than INT_MAX");
+}
+
 static void test_errors(void) {
   int64_t lo[2] = {0, 0}, hi[2] = {9, 9};
   blk_bounds dom = box(2, lo, hi);
@@ -918,6 +963,7 @@ int main(void) {
   test_chosen_divisions();
   test_chosen_fit();
   test_errors();
+  test_huge();
   printf("test_decomposer: ok\n");
   return 0;
 }

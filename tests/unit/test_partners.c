@@ -1,6 +1,7 @@
 /*
  * test_partners: the regular patterns against tables worked out by hand, explicit
- * rounds, bad input, and a custom pattern (a ring) through the ops table.
+ * rounds, bad input, a custom pattern (a ring) through the ops table, and custom
+ * patterns too large to check or hold.
  *
  * A hand table has one string per callback round 0..R, one token per gid:
  *   x        the block is inactive (and has no partners)
@@ -8,7 +9,13 @@
  *            separated and in order (either list may be empty)
  * The tables below were written from the rules in DESIGN.md by hand, not computed.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <ctype.h>
+#include <limits.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "blk/blk.h"
 #include "blk/partners.h"
@@ -642,6 +649,86 @@ static void test_custom(void) {
   CHECK(p == NULL);
 }
 
+/* A custom pattern of any size, whose gid 0 lists `list` out-partners in
+ * round 0 (gids 0, 1, ...) and nothing else. */
+typedef struct huge {
+  int rounds, nblocks, list;
+} huge;
+
+static int huge_rounds(const void *state) {
+  return ((const huge *)state)->rounds;
+}
+
+static int huge_nblocks(const void *state) {
+  return ((const huge *)state)->nblocks;
+}
+
+static int huge_active(const void *state, int round, int gid) {
+  (void)state, (void)round, (void)gid;
+  return 1;
+}
+
+static int huge_in(const void *state, int round, int gid, int *gids, int max) {
+  (void)state, (void)round, (void)gid, (void)gids, (void)max;
+  return 0;
+}
+
+static int huge_out(const void *state, int round, int gid, int *gids, int max) {
+  int n = round == 0 && gid == 0 ? ((const huge *)state)->list : 0;
+  for (int i = 0; i < n && i < max; i++) gids[i] = i;
+  return n;
+}
+
+static const blk_partners_ops huge_ops = {huge_rounds, huge_nblocks, huge_active,
+                                          huge_in,     huge_out,     NULL};
+
+/* Custom patterns too large to check or to hold are refused at once, naming
+ * the values; before, each of these ran create's check for half a minute or
+ * more (or forever), or grew its scratch to gigabytes. */
+static void test_huge_custom(void) {
+  blk_partners *p = NULL;
+  huge h = {INT_MAX, 1, 0}; /* a driver's round R + 1 would overflow */
+  CHECK_ERR(blk_partners_create_custom(&p, &huge_ops, &h), BLK_EINVAL,
+            "rounds() = 2147483647, must be below INT_MAX");
+  h = (huge){3, INT_MAX, 0};
+  CHECK_ERR(blk_partners_create_custom(&p, &huge_ops, &h), BLK_EINVAL,
+            "rounds() = 3 over nblocks() = 2147483647: checking it takes (rounds + 1) x nblocks "
+            "= 8589934588 calls");
+  h = (huge){2, 1431655766, 0}; /* 3 x that is just past 2^32 */
+  CHECK_ERR(blk_partners_create_custom(&p, &huge_ops, &h), BLK_EINVAL, "= 4294967298 calls");
+  h = (huge){1, 4, INT_MAX}; /* no list can be longer than nblocks */
+  CHECK_ERR(blk_partners_create_custom(&p, &huge_ops, &h), BLK_EINVAL,
+            "out_partners(round 0, gid 0) returned 2147483647 partners, more than the 4 blocks");
+  CHECK(p == NULL);
+  h = (huge){1, 4, 4}; /* the largest list passes (and the totals then differ) */
+  CHECK_ERR(blk_partners_create_custom(&p, &huge_ops, &h), BLK_EINVAL,
+            "sends 4 messages in round 0 but receives 0 in round 1");
+
+  /* A list the process cannot hold: 2^30 partners (4 GiB) under a 1 GiB
+   * RLIMIT_DATA, in a child so this process keeps its limit. */
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_DATA, &r) != 0) _exit(10);
+    r.rlim_cur = (rlim_t)1 << 30;
+    if (setrlimit(RLIMIT_DATA, &r) != 0) _exit(11);
+    h = (huge){1, 1 << 30, 1 << 30};
+    if (blk_partners_create_custom(&p, &huge_ops, &h) != BLK_ENOMEM) _exit(12);
+    if (!strstr(blk_last_error(),
+                "out_partners(round 0, gid 0) lists 1073741824 partners: 1073741824 x 4 bytes = "
+                "4294967296 bytes, more than this process can have: 1073741824 bytes "
+                "(RLIMIT_DATA)"))
+      _exit(13);
+    _exit(0);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %d", status);
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
   test_hand_tables();
@@ -650,6 +737,7 @@ int main(void) {
   test_queries();
   test_bad_input();
   test_custom();
+  test_huge_custom();
   printf("test_partners: ok\n");
   return 0;
 }
