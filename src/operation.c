@@ -233,6 +233,7 @@ void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx)
   blk__failure_clear(&o->next);
   blk__values_clear(&o->values);
   o->handed = o->handed_bytes = o->callbacks = 0;
+  o->rounds = 0;
   if (blk_log_get_level() >= BLK_LOG_INFO) {
     blk__comm_counts_get(o->comm, &o->sent_before);
     o->started = seconds();
@@ -343,13 +344,16 @@ int blk__op_agree_done(blk__op *o) {
 static void log_operation(const blk__op *o) {
   blk__comm_counts now;
   blk__comm_counts_get(o->comm, &now);
+  char rounds[32] = "";
+  if (o->rounds) snprintf(rounds, sizeof rounds, ", %d rounds", o->rounds);
   blk_log(BLK_LOG_INFO,
-          "%s %u: %.3f ms, %llu callbacks, %llu messages to other ranks (%llu bytes, the "
-          "agreement's included), %llu handed over inside the rank (%llu bytes)%s",
-          o->name, o->epoch, (seconds() - o->started) * 1e3, (unsigned long long)o->callbacks,
+          "%s %u: %.3f ms%s, %llu callbacks; to other ranks %llu messages, %llu bytes (with the "
+          "agreement's); inside the rank %llu messages, %llu bytes%s",
+          o->name, o->epoch, (seconds() - o->started) * 1e3, rounds,
+          (unsigned long long)o->callbacks,
           (unsigned long long)(now.messages - o->sent_before.messages),
           (unsigned long long)(now.bytes - o->sent_before.bytes), (unsigned long long)o->handed,
-          (unsigned long long)o->handed_bytes, o->failure.code ? ", failed" : "");
+          (unsigned long long)o->handed_bytes, o->failure.code ? "; failed" : "");
 }
 
 int blk__op_end(blk__op *o, blk__values *values) {

@@ -87,6 +87,7 @@ typedef struct blk__op {
   blk__comm_counts sent_before;
   double started;
   uint64_t handed, handed_bytes, callbacks;
+  int rounds; /* a reduction's rounds (0: not a reduction) */
 } blk__op;
 
 void blk__op_init(blk__op *o, blk__comm *c);

@@ -38,12 +38,17 @@ extern "C" {
  * queues list the gids enqueued to so far). In receive_fn the in queues are
  * the sources that sent a non-empty message, by gid; the round is the last.
  * Collective, with the same arguments on every rank.
- * Errors (every rank returns them): BLK_EINVAL (k < 2, contiguous not 0 or
- * 1, assigner for another communicator size), BLK_EMPI, BLK_ENOMEM,
- * BLK_ECALLBACK (a callback returned non-zero; the rest still ran).
- * Enqueueing to a gid outside 0..nblocks-1, or a local block that the
- * assigner puts elsewhere, stops the job with the rank, gid and value (as in
- * blk_reduce). */
+ * Failure is as in blk_reduce: a block whose send phase fails (send_fn
+ * returned non-zero, or an enqueue found no memory, even if send_fn went
+ * on) sends nothing, and the blocks its messages would have reached do not
+ * run receive_fn; every other block does. Every rank returns the same code.
+ * Errors: BLK_EINVAL (m, a or a callback NULL, k < 2, contiguous not 0 or
+ * 1, the assigner for another communicator size; a block missing or placed
+ * elsewhere, as in blk_reduce), BLK_ECALLBACK (send_fn or receive_fn
+ * returned non-zero; the detail says which and the code), BLK_ENOMEM,
+ * BLK_EMPI, BLK_EIO, BLK_ECORRUPT.
+ * Enqueueing to a gid outside 0..nblocks-1 stops the job with the rank, gid
+ * and value (as in blk_reduce). */
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user);
 

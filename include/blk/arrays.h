@@ -92,8 +92,12 @@ typedef struct blk_arrays {
  * does not match), BLK_ENOMEM (out of memory, or, before anything runs, a
  * count whose array alone is larger than this process can have: physical
  * memory, RLIMIT_AS or RLIMIT_DATA; the detail names count, bytes and
- * limit), BLK_EMPI. Collective like blk_reduce, with the same spec on every
- * rank; a local block the assigner puts elsewhere stops the job, as there. */
+ * limit), BLK_EMPI, BLK_EIO and BLK_ECORRUPT (out-of-core). Collective like
+ * blk_reduce, with the same spec on every rank: every rank returns the same
+ * code (also for a limit only one rank runs into, and for a block missing
+ * or placed elsewhere, as in blk_reduce). After a failure, a block whose
+ * array depended on it holds it as it was before the round it could not
+ * run: a partial result. */
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* The algorithm blk_arrays_all_reduce runs for spec with this assigner:

@@ -6,6 +6,14 @@
  * so they cannot drift. Failures a caller can handle (bad arguments, I/O,
  * corrupt data, no memory) are returned; the detail (which value was wrong,
  * which path failed) is kept per thread and readable with blk_last_error().
+ *
+ * Collective calls return the same code on every rank, with the same
+ * detail, naming the rank, block and round where the failure happened and
+ * why ("reduce 7 failed on rank 1, gid 3, round 2: ..."); a rank never
+ * returns 0 when another rank's failure changed its result. What cannot be
+ * returned (a programming error inside a callback, MPI failing in the
+ * middle of a message) stops the job with a message. docs/errors.md has the
+ * table.
  */
 #ifndef BLK_ERROR_H
 #define BLK_ERROR_H
@@ -40,7 +48,8 @@ const char *blk_strerror(int code);
 
 /* The detailed message of the last error blk returned on the calling thread,
  * for example "decomposer: divisions[1] = 4 but 7 blocks remain to divide", or
- * "" if there was none. Valid until the next blk call on the same thread. */
+ * "" if there was none. Valid until the next blk call on the same thread that
+ * fails (a call that succeeds may leave it as it was). */
 const char *blk_last_error(void);
 
 #ifdef __cplusplus

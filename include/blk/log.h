@@ -7,8 +7,14 @@
  * blk_log_set_level(). BLK_LOG is read once per process, when the first
  * master is created or the level is first read or set, whichever comes
  * first; any other value is reported then, in one line on stderr, and
- * ignored. Errors that blk returns are logged at error level with their
- * detail, so a program that ignores a code still shows why.
+ * ignored.
+ *
+ * What is logged where (docs/errors.md): an error that blk returns is not
+ * printed (the caller has the code and blk_last_error(); BLK_LOG=debug
+ * shows each one where it arises); what stops the job is printed once, at
+ * error level whatever the level, by the rank that stops it; info prints a
+ * line per collective operation (its time, callbacks, messages and bytes)
+ * and out-of-core figures when a master is destroyed.
  */
 #ifndef BLK_LOG_H
 #define BLK_LOG_H

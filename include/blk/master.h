@@ -11,9 +11,18 @@
  *
  * Threads: every blk_master_* function is called by the one thread that
  * created the master (the only thread that makes MPI calls); callbacks run on
- * the pool. The functions that communicate (exchange, and the reductions in
- * reduce.h) are collective over the master's communicator: every rank calls
- * them in the same order, also a rank that owns no blocks.
+ * the pool.
+ *
+ * Collectives: create, destroy, decompose, foreach, exchange (and the
+ * reductions of reduce.h, all_to_all.h and arrays.h) are collective over the
+ * master's communicator: every rank calls them in the same order, also a
+ * rank that owns no blocks. A collective returns the same code on every
+ * rank, with the same detail in blk_last_error() naming the failing rank,
+ * gid and round and the cause, or it stops the job with a message; a rank
+ * never returns 0 when another rank's failure changed its result
+ * (docs/errors.md). After a failure the master stays usable: the next
+ * collective starts clean. Calls that are not collective (add, the
+ * accessors) return what they find on the calling rank.
  */
 #ifndef BLK_MASTER_H
 #define BLK_MASTER_H
@@ -86,17 +95,24 @@ typedef struct blk_master_config {
  * checksummed). */
 #define BLK_COMPRESSION_NONE INT_MIN
 
-/* Creates a master on a duplicate of comm. cfg may be NULL for defaults.
- * Errors: BLK_EINVAL (threads < 1, comm is MPI_COMM_NULL, a budget without
- * the create/destroy/save/load callbacks or mem_bytes without size),
- * BLK_EIO (the spill directory does not exist or is not writable; the
- * detail names it), BLK_ETHREADLEVEL
+/* Creates a master on a duplicate of comm. cfg may be NULL for defaults;
+ * each rank may pass its own (a spill directory per node), and a setting
+ * that fails on one rank fails the create on every rank (*out is NULL on
+ * all of them). Collective over comm.
+ * Errors: BLK_EINVAL (out is NULL, threads < 1, a budget without the
+ * create/destroy/save/load callbacks, mem_bytes without size, a BLK_FAULT
+ * value that cannot be read), BLK_EIO (the spill directory does not exist
+ * or is not writable; the detail names it and the rank), BLK_ETHREADLEVEL
  * (threads > 1 but MPI was initialised with less than MPI_THREAD_FUNNELED),
- * BLK_EMPI, BLK_ENOMEM. Collective over comm (it duplicates it). */
+ * BLK_EMPI, BLK_ENOMEM. Two are returned only where they are found, since
+ * nothing can be agreed without them: BLK_ESTATE when MPI is not
+ * initialised and BLK_EINVAL when comm is MPI_COMM_NULL. */
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg);
 
 /* Destroys the blocks (through cfg.destroy), the threads and the duplicated
- * communicator. NULL does nothing. Collective over the communicator. */
+ * communicator, after every message of this master, on every rank, has
+ * arrived or been dropped (a failed operation may leave some under way).
+ * NULL does nothing. Collective over the communicator. */
 void blk_master_destroy(blk_master *m);
 
 /* This rank and the number of ranks in the master's communicator. */
@@ -109,15 +125,25 @@ MPI_Comm blk_master_comm(const blk_master *m);
 
 /* Adds a block with global id gid and its links (copied; may be NULL when
  * nlinks is 0). The master takes ownership of block and frees it with
- * cfg.destroy. Errors: BLK_EINVAL (gid < 0, gid already added, nlinks < 0, a
- * link with a negative gid or a rank outside the communicator), BLK_ENOMEM. */
+ * cfg.destroy. Not collective: every block the assigner puts on this rank
+ * must be added before the next reduction (one that finds a block missing,
+ * or one placed elsewhere, returns BLK_EINVAL on every rank).
+ * Errors: BLK_EINVAL (m is NULL, gid < 0, gid already added, nlinks < 0, a
+ * link with a negative gid or a rank outside the communicator), BLK_ENOMEM
+ * (the caller keeps the block), BLK_EIO or BLK_ECALLBACK when a budget made
+ * room by evicting another block and that failed: the block is added, and
+ * memory is over the budget. */
 int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, int nlinks);
 
 /* Creates this rank's blocks (per the assigner) with cfg.create and adds them
  * with their decomposer links. The decomposer and assigner are only read
- * during the call. Errors: BLK_EINVAL (no create callback, assigner's block
- * or rank count differs from the decomposer's or the communicator's),
- * BLK_ECALLBACK or the callback's own code, BLK_ENOMEM. */
+ * during the call. Collective: every rank returns the same code. On failure
+ * the blocks created before it stay.
+ * Errors: BLK_EINVAL (m, d or a NULL, no create callback, the assigner's
+ * block or rank count differs from the decomposer's or the communicator's),
+ * BLK_ECALLBACK (the create callback failed; the detail names its code),
+ * BLK_ENOMEM (also, before any block is made, a local block count whose
+ * records alone cannot fit in this process), BLK_EIO (out-of-core). */
 int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assigner *a);
 
 /* Number of local blocks; gid and block of local index lid (0..count-1,
@@ -135,20 +161,33 @@ const blk_link *blk_master_links(const blk_master *m, int lid, int *count);
 
 /* A callback run on one block. It may dequeue what the last exchange
  * delivered and enqueue for the next one through proxy. Return 0, or a
- * negative code to make foreach report BLK_ECALLBACK. */
+ * negative code (a blk code or the user's own) to make foreach report
+ * BLK_ECALLBACK naming it. */
 typedef int (*blk_foreach_fn)(void *block, blk_proxy *proxy, void *user);
 
 /* Runs fn once on every local block, in parallel on the pool (one block's
- * callbacks never run at once). Not collective. Returns 0, or BLK_ECALLBACK
- * when a callback failed (every block still ran; the detail names the first
- * failing gid and its code). */
+ * callbacks never run at once). Collective (every rank calls it, also one
+ * without blocks), so that a failure anywhere is every rank's: it costs one
+ * agreement (about 0.3 us at two ranks).
+ * Errors, the same on every rank: BLK_EINVAL (fn is NULL), BLK_ECALLBACK (a
+ * callback failed: every other block still ran; the detail names the
+ * lowest failing rank, its earliest failing gid and the code it returned),
+ * BLK_ENOMEM, BLK_EIO or BLK_ECORRUPT out-of-core (a block that could not be
+ * loaded did not run; after a failed eviction every block ran, over the
+ * budget). */
 int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user);
 
 /* Delivers what every block enqueued to its links since the last exchange,
  * and completes the value all-reduces blocks posted (blk_proxy_all_reduce_*).
  * Collective. What was delivered by the previous exchange and not dequeued
- * is dropped. Errors: BLK_EMPI, BLK_ENOMEM, BLK_EINVAL (ranks disagree on
- * the all-reduces posted). */
+ * is dropped.
+ * Errors, the same on every rank: BLK_EINVAL (blocks or ranks posted
+ * different all-reduce sequences, including blocks that posted nothing
+ * while others posted: the results are then empty), BLK_ENOMEM (a queue
+ * failed to fill, or a message found no memory where it arrived),
+ * BLK_EMPI (MPI refused to start a send), BLK_EIO or BLK_ECORRUPT
+ * out-of-core (a spilled queue could not be read back: it is dropped, not
+ * sent later). A queue that failed is not delivered; everything else is. */
 int blk_master_exchange(blk_master *m);
 
 /* Results of the value all-reduces completed by the last exchange, for code

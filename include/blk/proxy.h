@@ -16,7 +16,9 @@
  * a partner, a read past the end of a message) is a programming error: blk
  * prints rank, gid, round and what was wrong and stops the job, because
  * returning would leave other ranks waiting. Running out of memory is
- * returned (BLK_ENOMEM).
+ * returned (BLK_ENOMEM) and also marks the queue: if the callback goes on
+ * and returns 0, its message still goes out as failed and the operation
+ * fails on every rank, so nothing is lost without a word.
  *
  * Threads: a proxy belongs to the callback it was passed to and is valid only
  * during that call.
@@ -54,7 +56,8 @@ int blk_proxy_in_gid(const blk_proxy *p, int i);
 struct blk_link;
 const struct blk_link *blk_proxy_link(const blk_proxy *p, int i);
 
-/* Appends n bytes to out queue i. Returns 0 or BLK_ENOMEM. */
+/* Appends n bytes to out queue i. Returns 0 or BLK_ENOMEM (the queue keeps
+ * the error: see above). */
 int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n);
 
 /* Appends to the first out queue whose partner is gid. */
@@ -98,10 +101,12 @@ typedef enum blk_op { BLK_OP_SUM = 0, BLK_OP_MIN = 1, BLK_OP_MAX = 2 } blk_op;
  * run a foreach after it). An int64 sum wraps modulo 2^64. To be
  * completed by the next blk_master_exchange; the result is read in a later
  * callback with blk_proxy_result_* by the index of the post (0, 1, ... in the
- * order the callback posted them). Every block must post the same sequence of
- * (type, op); a block that differs stops the job. At most
- * BLK_PROXY_MAX_REDUCTIONS posts per block between exchanges. Returns 0 or
- * BLK_EINVAL for an unknown op. */
+ * order the callback posted them). Every block of every rank must post the
+ * same sequence of (type, op), or none at all; blocks that differ (also a
+ * block that posts nothing while others post) make that exchange return
+ * BLK_EINVAL on every rank, naming them. At most BLK_PROXY_MAX_REDUCTIONS
+ * posts per block between exchanges. Returns 0, or BLK_EINVAL for an
+ * unknown op or a post beyond the maximum. */
 #define BLK_PROXY_MAX_REDUCTIONS 32
 int blk_proxy_all_reduce_f64(blk_proxy *p, double value, blk_op op);
 int blk_proxy_all_reduce_i64(blk_proxy *p, int64_t value, blk_op op);
