@@ -364,7 +364,9 @@ int blk__op_end(blk__op *o, blk__values *values) {
   if (values) *values = o->values;
   if (!o->failure.code) return BLK_OK;
   o->some_failed = 1;
-  return blk__failure_report(&o->failure, o->name);
+  char op[64];
+  snprintf(op, sizeof op, "%s %u", o->name, o->epoch);
+  return blk__failure_report(&o->failure, op);
 }
 
 static int agreed(blk__op *o, void *ctx) {

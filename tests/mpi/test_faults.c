@@ -142,6 +142,13 @@ static void add_blocks(blk_master *m, blk_assigner *a, int nblocks) {
   blk_decomposer_destroy(d);
 }
 
+static int zero_counter_fn(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  ((block *)data)->counter = 0;
+  return 0;
+}
+
 /* --- the reduction of values, and its simulation ------------------------ */
 
 static int reset(void *data, blk_proxy *p, void *user) {
@@ -247,6 +254,31 @@ static int middle_round(const blk_partners *p, int gid) {
   return active[n / 2];
 }
 
+static int check_counter(void *data, blk_proxy *p, void *user);
+
+/* foreach: counts every block's run; the chosen gid fails. */
+static int count_or_fail(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  block *b = data;
+  b->counter++;
+  return b->gid == T.fail_gid ? -7 : 0;
+}
+
+static void foreach_failure(blk_master *m, blk_assigner *a) {
+  CHECK_OK(blk_master_foreach(m, zero_counter_fn, NULL));
+  T.fail_gid = T.nblocks - 2;
+  int rc = blk_master_foreach(m, count_or_fail, NULL);
+  char want[128];
+  snprintf(want, sizeof want, "foreach %u failed on rank %d, gid %d, round 0: the callback "
+           "returned -7", blk_master_epoch(m), blk_assigner_rank(a, T.fail_gid), T.fail_gid);
+  CHECK_EQ_INT(rc, BLK_ECALLBACK);
+  check_agreed(rc, want);
+  int one = 1; /* every block ran, the failing one too */
+  CHECK_OK(blk_master_foreach(m, check_counter, &one));
+  T.fail_gid = -1;
+}
+
 static void case_callback(void) {
   static const struct {
     blk_pattern pattern;
@@ -261,6 +293,7 @@ static void case_callback(void) {
     add_blocks(m, a, T.nblocks);
     CHECK_OK(blk_partners_create(&T.p, configs[c].pattern, 1, &T.nblocks, configs[c].k,
                                  configs[c].contiguous));
+    if (c == 0) foreach_failure(m, a);
     /* Two failures (a block in the middle, and the last one early), then
      * none: the master goes on working after a failure. */
     int gids[2] = {T.nblocks / 2, T.nblocks - 1};
@@ -455,12 +488,6 @@ static void check_op(blk_master *m, int op, int rc, int *counter) {
   if (op >= OP_TREE && complete) CHECK_OK(blk_master_foreach(m, check_array, NULL));
 }
 
-static int zero_counter(void *data, blk_proxy *p, void *user) {
-  (void)p;
-  (void)user;
-  ((block *)data)->counter = 0;
-  return 0;
-}
 
 /* Sweeps the Nth call of `kind` on rank `who` through every operation,
  * for every N the operation reaches. allowed: the codes a failure may give. */
@@ -477,14 +504,14 @@ static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
     int who = ranks[w];
     for (int op = 0; op < NOPS; op++) {
       int counter = 0, failures = 0, runs = 0;
-      CHECK_OK(blk_master_foreach(m, zero_counter, NULL));
+      CHECK_OK(blk_master_foreach(m, zero_counter_fn, NULL));
       /* Once unarmed: the storage the operation keeps is in place. */
       prepare_op(m, op, &counter);
       CHECK_OK(run_op(m, a, op));
       check_op(m, op, 0, &counter);
       for (uint64_t n = 1;; n++) {
         if (counter < 0) {
-          CHECK_OK(blk_master_foreach(m, zero_counter, NULL));
+          CHECK_OK(blk_master_foreach(m, zero_counter_fn, NULL));
           counter = 0;
         }
         prepare_op(m, op, &counter);
