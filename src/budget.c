@@ -201,9 +201,11 @@ exit:
   return rc;
 }
 
+/* At debug level: the failed write that caused it is returned, on every
+ * rank, by the operation (a warning per load printed it dozens of times). */
 static void log_overrun(const blk_master *m, int lid) {
-  blk_log(BLK_LOG_WARN, "budget: loading gid %d over the budget of %d blocks: %s",
-          m->blocks[lid].gid, m->budget.max_blocks, blk_last_error());
+  BLK__LOG(BLK_LOG_DEBUG, "budget: loading gid %d over the budget of %d blocks: %s",
+           m->blocks[lid].gid, m->budget.max_blocks, blk_last_error());
 }
 
 static int bring_in(blk_master *m, int lid, const unsigned char *keep) {

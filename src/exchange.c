@@ -149,7 +149,7 @@ int blk_master_exchange(blk_master *m) {
     return blk__fail(BLK_EINVAL,
                      "exchange %u: ranks posted different all-reduce sequences (count, type or op)",
                      o->epoch);
-  m->results = results;
+  blk__values_copy(&m->results, &results);
   return BLK_OK;
 }
 

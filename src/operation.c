@@ -284,7 +284,6 @@ static void decode(const blk__op *o, blk_buffer *in, int peer, blk__failure *f, 
   f->ranks = w.ranks;
   blk_buffer_read(in, f->what, (size_t)w.what_len);
   f->what[w.what_len] = '\0';
-  memset(v, 0, sizeof *v);
   v->count = w.nvalues;
   v->flags = w.vflags;
   blk_buffer_read(in, v->items, (size_t)w.nvalues * sizeof v->items[0]);
@@ -327,7 +326,7 @@ int blk__op_agree_done(blk__op *o) {
         decode(o, &o->arrived[key], st->peer, &f, &v);
         if (st->replace) {
           o->failure = f;
-          o->values = v;
+          blk__values_copy(&o->values, &v);
         } else {
           blk__failure_merge(&o->failure, &f);
           blk__values_combine(&o->values, &v);
@@ -361,7 +360,7 @@ int blk__op_end(blk__op *o, blk__values *values) {
   o->running = 0;
   o->route = NULL;
   o->route_ctx = NULL;
-  if (values) *values = o->values;
+  if (values) blk__values_copy(values, &o->values);
   if (!o->failure.code) return BLK_OK;
   o->some_failed = 1;
   char op[64];

@@ -13,13 +13,22 @@
 
 enum { VALUES_NOTHING = 1, VALUES_MISMATCH = 2 };
 
+/* Only items[0, count) mean anything: these set count and flags alone, so
+ * starting an operation does not write the 512 bytes of items. */
 void blk__values_clear(blk__values *v) {
-  memset(v, 0, sizeof *v);
+  v->count = 0;
   v->flags = VALUES_NOTHING;
 }
 
 void blk__values_none_posted(blk__values *v) {
-  memset(v, 0, sizeof *v);
+  v->count = 0;
+  v->flags = 0;
+}
+
+void blk__values_copy(blk__values *dst, const blk__values *src) {
+  dst->count = src->count;
+  dst->flags = src->flags;
+  memcpy(dst->items, src->items, (size_t)src->count * sizeof src->items[0]);
 }
 
 int blk__values_post(blk__values *v, int type, blk_op op, double f, int64_t i) {
@@ -65,7 +74,7 @@ int blk__values_combine(blk__values *acc, const blk__values *in) {
   }
   if (in->flags & VALUES_NOTHING) return 0;
   if (acc->flags & VALUES_NOTHING) {
-    *acc = *in;
+    blk__values_copy(acc, in);
     return 0;
   }
   if (acc->count != in->count) {

@@ -37,6 +37,8 @@ typedef struct blk__values {
 void blk__values_clear(blk__values *v);
 /* An empty list: what a block that posted no value contributes. */
 void blk__values_none_posted(blk__values *v);
+/* Copies the list (only its items in use). */
+void blk__values_copy(blk__values *dst, const blk__values *src);
 /* Appends one posted value; BLK_EINVAL for an unknown op or a full list. */
 int blk__values_post(blk__values *v, int type, blk_op op, double f, int64_t i);
 /* Combines the list of a local block into acc; returns 0, or -1 if the two
