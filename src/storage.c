@@ -41,6 +41,10 @@
  * A test hole (blk__storage_test_hole) is an extent taken at the end and
  * never written or released; it counts as live.
  * Nothing is fsync'ed: the file is scratch space that dies with the job.
+ * It has no name from the moment it exists (O_TMPFILE, or created and
+ * unlinked at once where the file system lacks it), so no spill file can
+ * outlive its process, whether it ends by destroy, MPI_Abort, a crash or
+ * SIGKILL; the kernel frees the space when the descriptor closes.
  *
  * Memory mode (no directory): a record is one malloc'd block, a list node
  * followed by the stored bytes (rec->mem points past the node); the list lets
@@ -53,7 +57,7 @@
  *
  * Locking: none. One thread at a time uses a storage (the master's driver).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* O_TMPFILE */
 #define _FILE_OFFSET_BITS 64
 
 #include "storage.h"
@@ -71,6 +75,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "checksum.h"
 #include "codec.h"
 #include "fail.h"
@@ -124,7 +129,8 @@ typedef union mem_node {
 
 struct blk__storage {
   int fd;     /* the spill file; -1 in memory mode */
-  char *path; /* the spill file's path; NULL in memory mode */
+  char *path; /* the spill file's name for messages (it has none in the
+               * file system); NULL in memory mode */
   blk__codec *codec;
   blk_buffer scratch; /* disk: the record being written or read */
   extent *free;       /* free extents sorted by offset */
@@ -142,11 +148,20 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* strerror, but thread-safe (the XSI strerror_r). */
-static const char *errtext(int e, char *buf, size_t n) {
-  if (strerror_r(e, buf, n) != 0) snprintf(buf, n, "error %d", e);
+/* strerror, but thread-safe. _GNU_SOURCE (for O_TMPFILE) gives glibc's
+ * strerror_r, which returns the text; other C libraries give the XSI one,
+ * which fills buf and returns 0: the result's type says which it is. */
+static const char *xsi_text(int rc, char *buf, size_t n, int e) {
+  if (rc != 0) snprintf(buf, n, "error %d", e);
   return buf;
 }
+static const char *gnu_text(const char *text, char *buf, size_t n, int e) {
+  (void)buf, (void)n, (void)e;
+  return text;
+}
+#define errtext(e, buf, n) \
+  _Generic(strerror_r((e), (buf), (n)), int: xsi_text, default: gnu_text)( \
+      strerror_r((e), (buf), (n)), (buf), (n), (e))
 
 static uint64_t round_up(uint64_t n) {
   return (n + ALIGN - 1) / ALIGN * ALIGN;
@@ -190,11 +205,42 @@ static uint64_t mix64(uint64_t x) {
 
 /* --- the spill file --- */
 
-/* Creates the spill file: "<dir>/blk-r<rank>-<12 hex digits>.spill" with
- * O_EXCL, retrying on a name that exists. The hex digits mix the pid, both
- * clocks, an address and a counter, so two processes (of one job or of
- * concurrent jobs) on one node draw different names and O_EXCL settles the
- * rest. */
+/* Opens a file that has no name in dir: O_TMPFILE where the file system
+ * has it; otherwise a fresh name created with O_EXCL (retrying a name that
+ * exists) and unlinked at once. Returns the descriptor, or -1 with errno. */
+static int open_unnamed(const char *dir, char *name) {
+#ifdef O_TMPFILE
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  /* Not supported here (these are what Linux answers then): a name it is. */
+  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return -1;
+#endif
+  size_t at = strlen(name) - 18; /* the 12 hex digits before ".spill" */
+  uint64_t r = mix64((uint64_t)(uintptr_t)name);
+  for (int attempt = 0; attempt < 64; attempt++) {
+    int named = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (named >= 0) {
+      if (unlink(name) == 0) return named;
+      int e = errno;
+      close(named);
+      errno = e;
+      return -1;
+    }
+    if (errno != EEXIST && errno != EINTR) return -1;
+    r = mix64(r + (uint64_t)attempt);
+    char hex[13];
+    snprintf(hex, sizeof hex, "%012" PRIx64, r & UINT64_C(0xFFFFFFFFFFFF));
+    memcpy(name + at, hex, 12);
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+/* Creates the spill file in dir, unnamed (see the top). Its name in
+ * messages is "<dir>/blk-r<rank>-<12 hex digits>.spill (unlinked)": the
+ * hex digits mix the pid, both clocks, an address and a counter, so two
+ * processes on one node draw different ones (the name created and unlinked
+ * where O_TMPFILE is missing is this one, made unique by O_EXCL). */
 static int open_spill(blk__storage *s, const char *dir, int rank) {
   static atomic_uint counter; /* storages may be created on several threads at once */
   char ebuf[128];
@@ -217,8 +263,8 @@ static int open_spill(blk__storage *s, const char *dir, int rank) {
                    errtext(ENAMETOOLONG, ebuf, sizeof ebuf));
     goto done;
   }
-  size_t cap = dlen + 64;
-  s->path = malloc(cap);
+  size_t cap = dlen + 80;
+  s->path = blk__malloc(cap);
   if (!s->path) {
     rc = blk__fail(BLK_ENOMEM, "storage: no memory for a path in %s", dir);
     goto done;
@@ -229,20 +275,16 @@ static int open_spill(blk__storage *s, const char *dir, int rank) {
   uint64_t r = mix64((uint64_t)getpid() ^ ((uint64_t)(uintptr_t)s << 16));
   r = mix64(r ^ (uint64_t)rt.tv_sec * UINT64_C(1000000007) ^ (uint64_t)rt.tv_nsec);
   r = mix64(r ^ (uint64_t)mt.tv_nsec ^ ((uint64_t)atomic_fetch_add(&counter, 1u) << 40));
-  for (int attempt = 0; attempt < 64; attempt++) {
-    r = mix64(r + (uint64_t)attempt);
-    snprintf(s->path, cap, "%.*s/blk-r%d-%012" PRIx64 ".spill", (int)dlen, dir, rank,
-             r & UINT64_C(0xFFFFFFFFFFFF));
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (s->fd >= 0) break;
-    e = errno;
-    if (e != EEXIST && e != EINTR) break;
-  }
+  snprintf(s->path, cap, "%.*s/blk-r%d-%012" PRIx64 ".spill", (int)dlen, dir, rank,
+           r & UINT64_C(0xFFFFFFFFFFFF));
+  s->fd = open_unnamed(dir, s->path);
   if (s->fd < 0) {
-    rc = blk__fail(BLK_EIO, "storage: creating spill file %s in directory %s: %s", s->path, dir,
+    e = errno;
+    rc = blk__fail(BLK_EIO, "storage: creating a spill file in directory %s: %s", dir,
                    errtext(e, ebuf, sizeof ebuf));
     goto done;
   }
+  strcat(s->path, " (unlinked)");
   BLK__LOG(BLK_LOG_DEBUG, "storage: spill file %s", s->path);
 done:
   if (rc) {
@@ -300,7 +342,7 @@ static int reserve_free(blk__storage *s, size_t need) {
   if (need <= s->cap_free) return 0;
   size_t cap = s->cap_free < 16 ? 16 : s->cap_free;
   while (cap < need) cap *= 2;
-  extent *a = realloc(s->free, cap * sizeof *a);
+  extent *a = blk__realloc(s->free, cap * sizeof *a);
   if (!a) return BLK_ENOMEM;
   s->free = a;
   s->cap_free = cap;
@@ -422,19 +464,11 @@ done:
 
 void blk__storage_destroy(blk__storage *s) {
   if (!s) return;
-  if (s->fd >= 0) {
+  /* The file has no name: closing it frees its space. */
+  if (s->fd >= 0 && close(s->fd) != 0 && errno != EINTR) {
     char ebuf[128];
-    /* Remove the path only if it is still our file: if the directory was
-     * removed and remade, the name may now be someone else's. */
-    struct stat mine, there;
-    int same = fstat(s->fd, &mine) == 0 && stat(s->path, &there) == 0 &&
-               mine.st_dev == there.st_dev && mine.st_ino == there.st_ino;
-    if (same && unlink(s->path) != 0 && errno != ENOENT)
-      BLK__LOG(BLK_LOG_WARN, "storage: removing spill file %s: %s", s->path,
-               errtext(errno, ebuf, sizeof ebuf));
-    if (close(s->fd) != 0 && errno != EINTR)
-      BLK__LOG(BLK_LOG_WARN, "storage: closing spill file %s: %s", s->path,
-               errtext(errno, ebuf, sizeof ebuf));
+    BLK__LOG(BLK_LOG_WARN, "storage: closing spill file %s: %s", s->path,
+             errtext(errno, ebuf, sizeof ebuf));
   }
   for (mem_node *n = s->head.link.next; n && n != &s->head;) {
     mem_node *next = n->link.next;
@@ -706,6 +740,10 @@ void blk__storage_release(blk__storage *s, blk__record *rec) {
 
 void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out) {
   *out = s->stats;
+}
+
+int blk__storage_fd(const blk__storage *s) {
+  return s->fd;
 }
 
 const char *blk__storage_path(const blk__storage *s) {

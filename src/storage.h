@@ -54,20 +54,21 @@ typedef struct blk__storage_stats {
 } blk__storage_stats;
 
 /* Creates a storage. dir == NULL keeps records compressed in memory.
- * Otherwise creates one spill file for this process inside `dir`, named
- * "<dir>/blk-r<rank>-<random>.spill" and created exclusively (O_EXCL), so
- * concurrent jobs and ranks never clash, opened O_RDWR | O_CLOEXEC, mode
- * 0600. `level` is the zstd level for the codec.
+ * Otherwise creates one spill file for this process inside `dir` that has
+ * no name in the file system from the start (O_TMPFILE, or created with
+ * O_EXCL and unlinked at once), so it never outlives the process, however
+ * that ends; opened O_RDWR | O_CLOEXEC, mode 0600. Messages call it
+ * "<dir>/blk-r<rank>-<random>.spill (unlinked)". `level` is the zstd level
+ * for the codec.
  * @return : 0; BLK_EIO naming `dir` and the reason when it does not exist,
  *           is not a directory or the file cannot be created in it (checked
  *           here, not at the first write); BLK_ENOMEM; or the codec's error.
  *           On failure *out is NULL and nothing is left behind. */
 int blk__storage_create(blk__storage **out, const char *dir, int rank, int level);
 
-/* Closes and removes the spill file and frees every record still held in
- * memory (records of this storage are invalid afterwards). NULL does
- * nothing. A file already gone (its directory removed mid-run) is not an
- * error; another failure to remove it is logged as a warning. */
+/* Closes the spill file (which frees its space: it has no name) and frees
+ * every record still held in memory (records of this storage are invalid
+ * afterwards). NULL does nothing. */
 void blk__storage_destroy(blk__storage *s);
 
 /* Encodes raw[0, n) (byte-shuffled for elements of `elem_size` bytes, 0 for
@@ -102,8 +103,13 @@ void blk__storage_release(blk__storage *s, blk__record *rec);
 /* Copies the statistics so far into *out. */
 void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out);
 
-/* The spill file's path, or "" in memory mode. Valid until destroy. */
+/* The spill file's name for messages (see create), or "" in memory mode.
+ * Valid until destroy. */
 const char *blk__storage_path(const blk__storage *s);
+
+/* For tests only: the spill file's descriptor (-1 in memory mode), the one
+ * way to reach a file that has no name ("/proc/self/fd/<fd>" opens it). */
+int blk__storage_fd(const blk__storage *s);
 
 /* For tests only: moves the end of the spill file `bytes` further (rounded
  * up to the 64-byte extent size) without writing anything, leaving a hole

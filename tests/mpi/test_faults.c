@@ -27,12 +27,18 @@
  *   null          NULL handles
  *   wrap          the operation counter wraps around 2^32
  *   huge          array counts and block counts that cannot fit in memory
+ *   corrupt-queue out-of-core, spilled exchange queues are corrupted on disk:
+ *                 every rank returns BLK_ECORRUPT, what arrived is right,
+ *                 and the next exchange sends nothing stale
  */
+#define _POSIX_C_SOURCE 200809L /* pread, pwrite */
 #include <blk/blk.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "fault.h"
@@ -794,6 +800,94 @@ static void case_null(void) {
   blk_assigner_destroy(a);
 }
 
+/* --- a spilled exchange queue that cannot be read back ------------------ */
+
+#define BIG_QUEUE 8192 /* above the default queue_spill_bytes: goes out with its block */
+
+static unsigned char big_byte(int64_t src, int64_t seq, int64_t dst, size_t i) {
+  return (unsigned char)(((uint64_t)(src * 131 + seq * 17 + dst * 7) + i * 2654435761u) >> 13);
+}
+
+static int send_big(void *data, blk_proxy *p, void *user) {
+  (void)user;
+  block *b = data;
+  static _Thread_local unsigned char msg[BIG_QUEUE];
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    int dst = blk_proxy_out_gid(p, i);
+    for (size_t j = 0; j < BIG_QUEUE; j++) msg[j] = big_byte(b->gid, T.seq, dst, j);
+    CHECK_OK(blk_proxy_enqueue(p, i, msg, sizeof msg));
+  }
+  return 0;
+}
+
+/* Each in queue is exactly what its neighbour sent in this run, or (after a
+ * failure, with *must_arrive 0) empty: never anything else, never stale. */
+static int check_big(void *data, blk_proxy *p, void *user) {
+  block *b = data;
+  int must_arrive = *(int *)user;
+  static _Thread_local unsigned char msg[BIG_QUEUE];
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    size_t left = blk_proxy_incoming_remaining(p, i);
+    if (!left && !must_arrive) continue;
+    CHECK_EQ_INT(left, BIG_QUEUE);
+    blk_proxy_dequeue(p, i, msg, sizeof msg);
+    for (size_t j = 0; j < BIG_QUEUE; j++)
+      CHECK_MSG(msg[j] == big_byte(blk_proxy_in_gid(p, i), T.seq, b->gid, j),
+                "gid %d: byte %zu from gid %d is not from run %d", b->gid, j,
+                blk_proxy_in_gid(p, i), T.seq);
+  }
+  return 0;
+}
+
+/* Flips a byte in the data of every out queue this rank has in storage;
+ * returns how many. */
+static int corrupt_queues(blk_master *m) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", blk__storage_fd(m->budget.storage));
+  int fd = open(path, O_RDWR), n = 0;
+  CHECK(fd >= 0);
+  for (int lid = 0; lid < m->nblocks; lid++)
+    for (int l = 0; l < m->blocks[lid].nlinks; l++) {
+      const blk__record *r = &m->blocks[lid].out_rec[l];
+      if (!r->stored) continue;
+      off_t at = (off_t)r->offset + 64 + 100;
+      unsigned char x;
+      CHECK(pread(fd, &x, 1, at) == 1);
+      x ^= 0x5a;
+      CHECK(pwrite(fd, &x, 1, at) == 1);
+      n++;
+    }
+  close(fd);
+  return n;
+}
+
+static void case_corrupt_queue(void) {
+  T.nblocks = 7;
+  blk_master *m = make_master(T.threads, 1);
+  blk_assigner *a;
+  CHECK_OK(blk_assigner_create_contiguous(&a, T.size, T.nblocks));
+  add_blocks(m, a, T.nblocks);
+  int complete = 1, partial = 0;
+  T.seq = 1;
+  CHECK_OK(blk_master_foreach(m, send_big, NULL));
+  int mine = corrupt_queues(m), any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  CHECK_MSG(any > 0, "no queue went to storage: nothing was tested");
+  int rc = blk_master_exchange(m);
+  CHECK_EQ_INT(rc, BLK_ECORRUPT);
+  check_agreed(rc, "was lost");
+  check_agreed(rc, "checksum");
+  CHECK_OK(blk_master_foreach(m, check_big, &partial));
+  /* The next exchange sends what this run enqueued, nothing older. */
+  T.seq = 2;
+  CHECK_OK(blk_master_foreach(m, send_big, NULL));
+  check_agreed(blk_master_exchange(m), NULL);
+  CHECK_OK(blk_master_foreach(m, check_big, &complete));
+  check_budget(m, 1);
+  blk_assigner_destroy(a);
+  blk_master_destroy(m);
+}
+
 /* --- sizes that cannot fit -------------------------------------------- */
 
 /* Counts whose memory no process here can have (under a terabyte of
@@ -916,6 +1010,8 @@ int main(int argc, char **argv) {
     case_wrap();
   else if (!strcmp(which, "huge"))
     case_huge();
+  else if (!strcmp(which, "corrupt-queue"))
+    case_corrupt_queue();
   else
     CHECK_MSG(0, "unknown case %s", which);
   MPI_Barrier(MPI_COMM_WORLD);

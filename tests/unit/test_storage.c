@@ -71,7 +71,8 @@ static void test_round_trips(const char *dir) {
   if (dir) {
     CHECK(strstr(blk__storage_path(s), dir) == blk__storage_path(s));
     CHECK(strstr(blk__storage_path(s), "/blk-r3-") != NULL);
-    CHECK(strstr(blk__storage_path(s), ".spill") != NULL);
+    CHECK(strstr(blk__storage_path(s), ".spill (unlinked)") != NULL);
+    CHECK_EQ_INT(dir_entries(dir), 0); /* no name, from the start */
   } else {
     CHECK_STR(blk__storage_path(s), "");
   }
@@ -161,7 +162,7 @@ static void test_round_trips(const char *dir) {
   CHECK_EQ_INT(st.file_bytes_peak, st.file_bytes);
   if (dir) {
     struct stat fst;
-    CHECK(stat(blk__storage_path(s), &fst) == 0);
+    CHECK(fstat(blk__storage_fd(s), &fst) == 0);
     CHECK((uint64_t)fst.st_size <= st.file_bytes && (uint64_t)fst.st_size + 64 > st.file_bytes);
   }
 
@@ -186,7 +187,7 @@ static void test_round_trips(const char *dir) {
   CHECK_EQ_INT(st.free_bytes, 0);
   if (dir) {
     struct stat fst;
-    CHECK(stat(blk__storage_path(s), &fst) == 0);
+    CHECK(fstat(blk__storage_fd(s), &fst) == 0);
     CHECK_EQ_INT(fst.st_size, 0);
   }
 
@@ -278,14 +279,16 @@ static void test_files(void) {
   CHECK_OK(blk__storage_create(&b, slash, 0, 1));
   CHECK(strcmp(blk__storage_path(a), blk__storage_path(b)) != 0);
   CHECK(strstr(blk__storage_path(b), "//") == NULL);
-  CHECK_EQ_INT(dir_entries(dir), 2);
-  struct stat st;
-  CHECK(stat(blk__storage_path(a), &st) == 0);
+  CHECK(blk__storage_fd(a) != blk__storage_fd(b));
+  struct stat st, st2;
+  CHECK(fstat(blk__storage_fd(a), &st) == 0 && fstat(blk__storage_fd(b), &st2) == 0);
+  CHECK(st.st_ino != st2.st_ino);
   CHECK_EQ_INT(st.st_mode & 0777, 0600);
+  CHECK_EQ_INT(st.st_nlink, 0); /* no name in the directory */
+  CHECK_EQ_INT(dir_entries(dir), 0);
   blk__record r;
   CHECK_OK(blk__storage_put(a, 1, 0, "abc", 3, 0, &r));
   blk__storage_destroy(a);
-  CHECK_EQ_INT(dir_entries(dir), 1);
   blk__storage_destroy(b);
   CHECK_EQ_INT(dir_entries(dir), 0);
   CHECK(rmdir(dir) == 0);
@@ -316,7 +319,8 @@ static void test_offsets(const char *dir) {
   blk__storage_destroy(s);
 
   CHECK_OK(blk__storage_create(&s, dir, 0, 1));
-  const char *path = blk__storage_path(s);
+  char path[64]; /* the file has no name: reach it through the descriptor */
+  snprintf(path, sizeof path, "/proc/self/fd/%d", blk__storage_fd(s));
   enum { N = 200, MAXSZ = 20000 };
   static blk__record recs[N];
   size_t sizes[N];
