@@ -294,10 +294,10 @@ static void progress_sends(blk__comm *c, int *progressed) {
 }
 
 /* Receives one header if one has arrived: delivers an inline message at
- * once, or posts the receives of its payload. An inline message that finds
- * no memory is delivered as lost (the detail says why); a large payload
- * must be received, or its sender would wait forever, so no memory for it
- * stops the job. */
+ * once, lending its bytes (no allocation: the receiver copies what it
+ * keeps, often into storage it already has), or posts the receives of its
+ * payload. A large payload must be received, or its sender would wait
+ * forever, so no memory for it stops the job. */
 static void receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int *got) {
   int flag = 0, count = 0, rc;
   MPI_Message handle;
@@ -321,17 +321,10 @@ static void receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
     blk__panic("comm: a header from rank %d announces %lld bytes but carries %d", st.MPI_SOURCE,
                (long long)msg.size, count - (int)sizeof msg);
   if (!pieces) { /* whole already: delivered from here, no record */
-    blk_buffer payload = BLK_BUFFER_INIT;
-    int lost = 0;
-    if (size && blk__buffer_cache_reserve(c->cache, &payload, size)) {
-      lost = blk__fail(BLK_ENOMEM, "comm: no memory for a %zu-byte message from rank %d", size,
-                       st.MPI_SOURCE);
-      blk__buffer_ref(&payload, c->scratch + sizeof msg, size); /* lent for the call */
-    } else if (size) {
-      blk_buffer_write(&payload, c->scratch + sizeof msg, size);
-    }
-    deliver(&msg, &payload, lost, ctx);
-    blk__buffer_cache_give(c->cache, &payload);
+    blk_buffer lent;
+    blk__buffer_ref(&lent, c->scratch + sizeof msg, size);
+    deliver(&msg, &lent, ctx);
+    blk__buffer_release(&lent);
     return;
   }
   recv_rec *r = blk__calloc(1, sizeof *r);
@@ -370,7 +363,7 @@ static void progress_recvs(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
           blk__panic("comm: piece %d of a %zu-byte message from rank %d has %d bytes, not %d", j,
                      r->payload.size, r->peer, got, piece_bytes(r->payload.size, j));
       }
-      deliver(&r->msg, &r->payload, 0, ctx);
+      deliver(&r->msg, &r->payload, ctx);
       free_recv(c, r);
       *progressed = 1;
     } else {

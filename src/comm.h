@@ -17,9 +17,8 @@
  * NBX), where nobody knows in advance who sends to whom.
  *
  * Failures: a send that cannot start (no memory for its record, or MPI
- * refusing the header) is returned and nothing of it is under way; an
- * inline message that finds no memory on arrival is delivered as lost.
- * Past that point a message is partly under way and its peer waits for the
+ * refusing the header) is returned and nothing of it is under way. Past
+ * that point a message is partly under way and its peer waits for the
  * rest: an MPI error then (MPI's state after one is undefined), or no
  * memory for a large payload the sender waits to hand over, stops the job
  * with a message naming the call and the peer.
@@ -48,13 +47,12 @@ typedef struct blk__msg {
 
 typedef struct blk__comm blk__comm;
 
-/* Called for every message that has fully arrived; the callee may take the
- * payload's storage with blk_buffer_swap (what it leaves goes to the cache).
- * lost is 0, or the code of a failure that found no storage for the
- * payload on arrival (blk_last_error() says why): the payload is then a
- * reference to bytes lent only for the call, which a callee may copy into
- * storage it already has, but must not keep. */
-typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, int lost, void *ctx);
+/* Called for every message that has fully arrived. A large payload comes
+ * in its own storage, which the callee may take with blk_buffer_swap (what
+ * it leaves goes to the cache); a small one (inline) is a reference
+ * (blk__buffer_is_ref) to bytes lent only for the call: the callee copies
+ * what it keeps. */
+typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
 /* Takes over comm (a duplicate the caller made for blk, with
  * MPI_ERRORS_RETURN; freed by destroy) and installs the panic handler that

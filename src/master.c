@@ -108,7 +108,7 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     if (blk__buffer_cache_create(&m->cache, CACHE_SLOTS, cache_bytes(cfg)))
       blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the buffer cache");
     if (!f.code && !step(&f, rank, blk__comm_create(&m->comm, dup, m->cache)))
-      blk__op_init(&m->op, m->comm);
+      blk__op_init(&m->op, m->comm, m->cache);
     if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads));
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, cfg, rank));
   }
@@ -158,6 +158,8 @@ void blk_master_destroy(blk_master *m) {
   blk__op_free(&m->op);
   blk__gid_map_free(&m->lids);
   blk__reduce_keep_free(m->reduce_keep);
+  free(m->sched_mem);
+  free(m->foreach_mem);
   blk__budget_free(&m->budget); /* closes the spill file */
   blk__pool_destroy(m->pool);
   blk__comm_destroy(m->comm);
@@ -396,19 +398,31 @@ static void foreach_load_failed(void *ctx, int lid, int code) {
 }
 
 static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
+  /* Per block: the code, blk's reason, the task's argument and a pointer to
+   * it, in storage kept for the next foreach. */
   size_t n = (size_t)m->nblocks;
-  foreach_ctx f = {m, fn, user, blk__calloc(n, sizeof(int)), blk__calloc(n, sizeof(char *))};
-  foreach_arg *args = blk__malloc(n * sizeof *args);
-  void **argp = blk__malloc(n * sizeof *argp);
+  size_t bytes = n * (sizeof(foreach_arg) + sizeof(void *) + sizeof(char *) + sizeof(int));
+  if (m->foreach_bytes < bytes) {
+    void *grown = blk__realloc(m->foreach_mem, bytes);
+    if (!grown) {
+      blk__op_fail(&m->op, BLK_ENOMEM, -1, m->exchanges, "no memory to run %d blocks",
+                   m->nblocks);
+      return;
+    }
+    m->foreach_mem = grown;
+    m->foreach_bytes = bytes;
+  }
+  foreach_arg *args = m->foreach_mem;
+  void **argp = (void **)(args + n);
+  foreach_ctx f = {m, fn, user, NULL, (char **)(argp + n)};
+  f.codes = (int *)(f.whys + n);
   blk__sched s;
   int sched = 0, lids[64], ran[64];
-  if (!f.codes || !f.whys || !args || !argp) {
-    blk__op_fail(&m->op, BLK_ENOMEM, -1, m->exchanges, "no memory to run %d blocks", m->nblocks);
-    goto exit;
-  }
   for (int i = 0; i < m->nblocks; i++) {
     args[i] = (foreach_arg){&f, i};
     argp[i] = &args[i];
+    f.codes[i] = 0;
+    f.whys[i] = NULL;
   }
   if (blk__sched_init(&s, m, foreach_one, NULL, argp)) {
     blk__op_fail(&m->op, BLK_ENOMEM, -1, m->exchanges, "%s", blk_last_error());
@@ -431,10 +445,6 @@ static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
       blk__note_callback_failure(m, m->blocks[i].gid, m->exchanges, f.codes[i], &f.whys[i]);
 exit:
   if (sched) blk__sched_free(&s);
-  free(argp);
-  free(args);
-  free(f.whys);
-  free(f.codes);
 }
 
 int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {

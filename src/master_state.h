@@ -61,6 +61,10 @@ struct blk_master {
   blk__values results; /* of the last exchange */
   blk__budget budget;
   blk__reduce_keep *reduce_keep; /* the reduction driver's records, reused */
+  /* Storage the scheduler and foreach reuse from one operation to the next
+   * (an operation of small messages must not spend its time in malloc). */
+  void *sched_mem, *foreach_mem;
+  size_t sched_bytes, foreach_bytes;
 };
 
 struct blk_proxy {

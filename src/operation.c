@@ -32,9 +32,10 @@ typedef struct wire {
   int32_t nvalues, vflags;
 } wire;
 
-void blk__op_init(blk__op *o, blk__comm *c) {
+void blk__op_init(blk__op *o, blk__comm *c, blk__buffer_cache *cache) {
   memset(o, 0, sizeof *o);
   o->comm = c;
+  o->cache = cache;
   o->rank = blk__comm_rank(c);
   o->size = blk__comm_size(c);
   o->nsteps = blk__agree_plan(o->rank, o->size, o->steps);
@@ -113,19 +114,35 @@ void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload
              o->name, o->epoch, msg->src_gid, msg->dst_gid, rank, blk_last_error());
 }
 
+/* Storage of its own for a message comm lent (an inline one); a large
+ * payload already has its own and is swapped. BLK_ENOMEM: nothing kept. */
+static int own(blk__op *o, blk_buffer *dst, blk_buffer *payload) {
+  if (!blk__buffer_is_ref(payload)) {
+    blk_buffer_swap(dst, payload);
+    return BLK_OK;
+  }
+  if (payload->size && (blk__buffer_cache_reserve(o->cache, dst, payload->size) ||
+                        blk_buffer_write(dst, payload->data, payload->size)))
+    return blk__fail(BLK_ENOMEM, "no memory for a %zu-byte message", payload->size);
+  return BLK_OK;
+}
+
 /* Keeps a message of the next operation until it begins. A message that
- * cannot be kept is lost: the next operation then fails on this rank from
- * its start (an agreement message cannot be lost: that stops the job). */
-static void stash(blk__op *o, const blk__msg *msg, blk_buffer *payload, int lost) {
+ * cannot be kept is lost: the next operation then fails on this rank (a
+ * data message kept without its bytes fails its block; one that could not
+ * be kept at all aborts the operation); an agreement message cannot be
+ * lost: that stops the job. */
+static void stash(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
+  int control = (msg->flags & (BLK__MSG_AGREE | BLK__MSG_ABORT)) != 0;
   if (o->nstash == o->cap_stash) {
     size_t ncap = o->cap_stash ? 2 * o->cap_stash : 16;
     blk__stashed *grown = blk__realloc(o->stash, ncap * sizeof *grown);
     if (!grown) {
-      if (msg->flags & (BLK__MSG_AGREE | BLK__MSG_ABORT))
+      if (control)
         blk__panic("%s %u: no memory to keep an agreement message from rank %d", o->name,
                    o->epoch, msg->src_gid);
       o->next_abort = 1;
-      blk__failure_note(&o->next, BLK_ENOMEM, o->rank, msg->dst_gid, msg->key,
+      blk__failure_note(&o->next, BLK_ENOMEM, o->rank, msg->dst_gid, -1,
                         "no memory to keep an early message from gid %d", msg->src_gid);
       return;
     }
@@ -135,28 +152,24 @@ static void stash(blk__op *o, const blk__msg *msg, blk_buffer *payload, int lost
   blk__stashed *s = &o->stash[o->nstash++];
   s->msg = *msg;
   blk_buffer_init(&s->payload);
-  if (!lost) {
-    blk_buffer_swap(&s->payload, payload);
-  } else if (msg->flags & BLK__MSG_AGREE) { /* lent: it must be kept */
-    if (blk_buffer_write(&s->payload, payload->data, payload->size))
-      blk__panic("%s %u: no memory to keep an agreement message from rank %d", o->name, o->epoch,
-                 msg->src_gid);
-  } else {
-    blk__failure_note(&o->next, lost, o->rank, msg->dst_gid, msg->key, "%s", blk_last_error());
-    s->msg.flags |= BLK__MSG_FAILED;
-  }
+  if (own(o, &s->payload, payload) == BLK_OK) return;
+  if (control)
+    blk__panic("%s %u: no memory to keep an agreement message from rank %d", o->name, o->epoch,
+               msg->src_gid);
+  blk__failure_note(&o->next, BLK_ENOMEM, o->rank, msg->dst_gid, -1,
+                    "the message from gid %d was lost: %s", msg->src_gid, blk_last_error());
+  s->msg.flags |= BLK__MSG_FAILED;
 }
 
 /* A message of the running operation. */
-static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload, int lost) {
+static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
   if (msg->flags & BLK__MSG_ABORT) {
     o->aborted = 1;
     return;
   }
   if (msg->flags & BLK__MSG_AGREE) {
-    /* Copied into storage kept from the last agreement, so it needs no
-     * memory once the first agreement is done (even when comm had none for
-     * it and only lends the bytes). */
+    /* Copied into storage kept from the last agreement: no memory needed
+     * once the first agreement is done. */
     int k = msg->key;
     if (k < 0 || k >= 2 * BLK__AGREE_KEYS || o->has[k])
       blk__panic("%s %u: agreement step %d from rank %d came %s", o->name, o->epoch, k,
@@ -168,32 +181,33 @@ static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload, int lost)
     o->has[k] = 1;
     return;
   }
-  if (lost)
-    blk__op_fail(o, lost, msg->dst_gid, msg->key, "the message from gid %d was lost: %s",
-                 msg->src_gid, blk_last_error());
   if (!o->route) {
     if (o->some_failed || o->aborted) return; /* late, from a failed operation */
     blk__panic("%s %u: a message from gid %d to gid %d, but this operation sends none", o->name,
                o->epoch, msg->src_gid, msg->dst_gid);
   }
-  if (!lost) {
-    o->route(msg, payload, o->route_ctx);
-    return;
+  blk_buffer mine = BLK_BUFFER_INIT;
+  if (own(o, &mine, payload) == BLK_OK) {
+    o->route(msg, &mine, o->route_ctx);
+  } else { /* lost on arrival: the block it was for fails (a reduction's key is its round) */
+    blk__op_fail(o, BLK_ENOMEM, msg->dst_gid, o->rounds ? msg->key : -1,
+                 "the message from gid %d was lost: %s", msg->src_gid, blk_last_error());
+    blk__msg failed = *msg;
+    failed.flags |= BLK__MSG_FAILED;
+    o->route(&failed, &mine, o->route_ctx);
   }
-  blk__msg failed = *msg;
-  failed.flags |= BLK__MSG_FAILED;
-  o->route(&failed, payload, o->route_ctx);
+  blk__buffer_cache_give(o->cache, &mine);
 }
 
 /* comm's delivery callback: by epoch, to the running operation, to the
  * stash (the next one), or nowhere (late, from an operation that failed). */
-static void deliver(const blk__msg *msg, blk_buffer *payload, int lost, void *ctx) {
+static void deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
   blk__op *o = ctx;
   int32_t ahead = (int32_t)(msg->op - o->epoch);
   if (ahead == 0 && o->running)
-    take(o, msg, payload, lost);
+    take(o, msg, payload);
   else if (ahead == 1)
-    stash(o, msg, payload, lost);
+    stash(o, msg, payload);
   else if (ahead <= 0 && o->some_failed)
     BLK__LOG(BLK_LOG_DEBUG, "dropping a late message from gid %d to gid %d of operation %u",
              msg->src_gid, msg->dst_gid, msg->op);
@@ -246,8 +260,8 @@ void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx)
   for (size_t i = 0; i < o->nstash; i++) {
     blk__stashed *s = &o->stash[i];
     if (s->msg.op == o->epoch) {
-      take(o, &s->msg, &s->payload, 0);
-      blk_buffer_free(&s->payload);
+      take(o, &s->msg, &s->payload);
+      blk__buffer_cache_give(o->cache, &s->payload);
     } else {
       o->stash[kept++] = *s;
     }

@@ -58,6 +58,7 @@ typedef struct blk__stashed {
 
 typedef struct blk__op {
   blk__comm *comm;
+  blk__buffer_cache *cache; /* storage for messages kept */
   int rank, size;
   uint32_t epoch;   /* the running or last operation */
   const char *name; /* "reduce", "exchange", ... for messages */
@@ -90,7 +91,7 @@ typedef struct blk__op {
   int rounds; /* a reduction's rounds (0: not a reduction) */
 } blk__op;
 
-void blk__op_init(blk__op *o, blk__comm *c);
+void blk__op_init(blk__op *o, blk__comm *c, blk__buffer_cache *cache);
 /* Frees the stash. */
 void blk__op_free(blk__op *o);
 

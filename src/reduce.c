@@ -558,7 +558,7 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
   s.sched.on_error = load_failed;
   s.sched.on_error_ctx = &s;
   blk__op_begin(s.o, d->name, route_reduce, &s);
-  s.o->rounds = s.rounds + 1;
+  s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
   for (int i = 0; i < m->nblocks; i++) advance(&s, &s.rb[i], 0);
   drive(&s);
   rc = blk__op_end(s.o, NULL);

@@ -31,11 +31,18 @@ int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg), int (*
   s->prepare = prepare;
   s->args = args;
   s->limit = blk__pool_nthreads(m->pool);
-  /* The per-lid arrays in one allocation (this runs once per operation):
-   * tasks, then ready and failed, then the three flag arrays. */
+  /* The per-lid arrays in one piece of storage the master keeps between
+ * operations (this runs once per operation): tasks, then ready and failed,
+   * then the three flag arrays. */
   size_t n = (size_t)(m->nblocks ? m->nblocks : 1);
-  s->tasks = blk__malloc(n * (sizeof *s->tasks + 2 * sizeof(int) + 3));
-  if (!s->tasks) return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", m->nblocks);
+  size_t bytes = n * (sizeof *s->tasks + 2 * sizeof(int) + 3);
+  if (m->sched_bytes < bytes) {
+    void *grown = blk__realloc(m->sched_mem, bytes);
+    if (!grown) return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", m->nblocks);
+    m->sched_mem = grown;
+    m->sched_bytes = bytes;
+  }
+  s->tasks = m->sched_mem;
   s->ready = (int *)(s->tasks + n);
   s->failed = s->ready + n;
   s->queued = (unsigned char *)(s->failed + n);
@@ -47,8 +54,7 @@ int blk__sched_init(blk__sched *s, blk_master *m, void (*run)(void *arg), int (*
 }
 
 void blk__sched_free(blk__sched *s) {
-  free(s->tasks);
-  memset(s, 0, sizeof *s);
+  memset(s, 0, sizeof *s); /* the arrays stay with the master */
 }
 
 void blk__sched_ready(blk__sched *s, int lid, int needs_block) {
