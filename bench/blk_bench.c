@@ -7,6 +7,10 @@
  *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
  *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, AUTO   MPI_Allreduce
  *   all-to-all      blk_all_to_all                    MPI_Alltoall
+ *   agreement       blk_master_foreach, no-op callbacks MPI_Allreduce (1 int, MIN)
+ *                   (the cost of a collective's closing agreement, which
+ *                   makes a failure on any rank every rank's; no data, so
+ *                   the size does not matter)
  *
  * "bytes" is the MPI message size: what each rank holds (MPI_Alltoall's
  * whole send buffer, not the per-pair size OSU and IMB print). With B blocks
@@ -51,6 +55,7 @@ enum {
   ALL_REDUCE_BUTTERFLY,
   ALL_REDUCE_AUTO,
   ALL_TO_ALL,
+  AGREEMENT,
   NPATTERNS
 };
 
@@ -67,6 +72,7 @@ static const pattern_info patterns[NPATTERNS] = {
     {"all_reduce_butterfly", "blk_arrays_all_reduce (BUTTERFLY)", "MPI_Allreduce"},
     {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
     {"all_to_all", "blk_all_to_all", "MPI_Alltoall"},
+    {"agreement", "blk_master_foreach (no-op callbacks)", "MPI_Allreduce (1 int)"},
 };
 
 #define MAX_SIZES 64
@@ -90,6 +96,7 @@ typedef struct block {
   unsigned char *recv; /* all_to_all: what arrived, source s at s * chunk */
   int arrivals;        /* all_to_all: sources the last receive saw */
   int bad_src;         /* all_to_all: a source whose message had the wrong size, or -1 */
+  int calls;           /* agreement: callbacks run since the last reset */
   size_t bad_bytes;    /* and its size */
 } block;
 
@@ -291,6 +298,13 @@ static void setup_blocks(bench *b) {
 
 /* ------------------------------------------------------------- operations */
 
+static int count_call(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  ((block *)data)->calls++;
+  return 0;
+}
+
 static int a2a_send(void *data, blk_proxy *p, void *user) {
   const bench *b = user;
   block *bl = data;
@@ -349,6 +363,9 @@ static void blk_run(bench *b) {
     case ALL_TO_ALL:
       rc = blk_all_to_all(b->m, b->a, b->o.k, !b->o.halving, a2a_send, a2a_receive, b);
       break;
+    case AGREEMENT:
+      rc = blk_master_foreach(b->m, count_call, NULL);
+      break;
   }
   if (rc) {
     for (int lid = 0; lid < blk_master_local_count(b->m); lid++) {
@@ -370,6 +387,8 @@ static void blk_prepare(bench *b, int last) {
         memset(bl->recv, 0xEE, bl->bytes);
         bl->arrivals = -1;
       }
+    } else if (b->pattern == AGREEMENT) {
+      if (last) bl->calls = 0;
     } else {
       memcpy(bl->data, bl->orig, bl->bytes);
     }
@@ -392,6 +411,9 @@ static void mpi_run(bench *b) {
     case ALL_TO_ALL:
       rc = MPI_Alltoall(b->send, (int)b->mpi_chunk, MPI_BYTE, b->recv, (int)b->mpi_chunk, MPI_BYTE,
                         MPI_COMM_WORLD);
+      break;
+    case AGREEMENT:
+      rc = MPI_Allreduce(&b->rank, b->recv, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       break;
     default:
       rc = MPI_Allreduce(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -458,6 +480,11 @@ static void check_blk(const bench *b) {
         check_floats(b, "blk", bl->gid, v, blk_arrays_piece_begin(b->count, b->nblocks, bl->gid),
                      blk_arrays_piece_begin(b->count, b->nblocks, bl->gid + 1), b->sum_blocks, 0);
         break;
+      case AGREEMENT:
+        if (bl->calls != 1)
+          die(b, "WRONG RESULT: agreement, blk: gid %d ran %d times in one foreach", bl->gid,
+              bl->calls);
+        break;
       case ALL_TO_ALL:
         if (b->chunk && bl->arrivals != b->nblocks)
           die(b, "WRONG RESULT: all_to_all, blk: gid %d heard from %d blocks, expected %d", bl->gid,
@@ -503,6 +530,12 @@ static void check_mpi(const bench *b) {
           if (b->recv[(size_t)q * b->mpi_chunk + j] != byte_of(q, b->rank, j))
             die(b, "WRONG RESULT: all_to_all, MPI: rank %d byte %zu from rank %d", b->rank, j, q);
       break;
+    case AGREEMENT: {
+      int lowest;
+      memcpy(&lowest, b->recv, sizeof lowest);
+      if (lowest != 0) die(b, "WRONG RESULT: agreement, MPI: the lowest rank came out %d", lowest);
+      break;
+    }
     default:
       check_floats(b, "MPI", b->rank, recv, 0, b->mpi_count, b->sum_ranks, 0);
       break;
@@ -571,6 +604,7 @@ static void account(const bench *b, int from, int to, double bytes, double *insi
  * message sizes documented in blk/arrays.h and blk/all_to_all.h. */
 static void traffic(const bench *b, double *inside, double *across) {
   *inside = *across = 0.0;
+  if (b->pattern == AGREEMENT) return; /* no data between blocks */
   blk_arrays_algorithm alg = BLK_ARRAYS_TREE;
   if (is_all_reduce(b->pattern)) {
     blk_arrays spec = BLK_ARRAYS_INIT;
@@ -790,7 +824,7 @@ static const char usage[] =
     "  --patterns LIST                  of reduce, broadcast, reduce_scatter, all_reduce (its\n"
     "                                   four), all_reduce_tree, all_reduce_split,\n"
     "                                   all_reduce_butterfly, all_reduce_auto, all_to_all,\n"
-    "                                   all (the default)\n"
+    "                                   agreement, all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 

@@ -93,6 +93,32 @@ static inline void check_stop(void) {
                   (text));                                                                    \
   } while (0)
 
+/* A collective's outcome: every rank returned rc, with the same detail
+ * (blk_last_error()), which contains want (NULL: anything). Call it on
+ * every rank of MPI_COMM_WORLD. Include blk.h first. */
+#ifdef BLK_ERROR_H
+static inline void check_agreed(int rc, const char *want) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int *codes = (int *)malloc((size_t)size * sizeof *codes);
+  char *details = (char *)malloc((size_t)size * 512), mine[512];
+  if (!codes || !details) CHECK_FAIL_("no memory to compare %d ranks' outcomes", size);
+  snprintf(mine, sizeof mine, "%s", rc ? blk_last_error() : "");
+  MPI_Allgather(&rc, 1, MPI_INT, codes, 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Allgather(mine, 512, MPI_CHAR, details, 512, MPI_CHAR, MPI_COMM_WORLD);
+  for (int r = 0; r < size; r++) {
+    if (codes[r] != rc)
+      CHECK_FAIL_("this rank returned %d (%s: %s), rank %d returned %d (%s)", rc,
+                  blk_strerror(rc), mine, r, codes[r], blk_strerror(codes[r]));
+    if (strcmp(details + 512 * r, mine) != 0)
+      CHECK_FAIL_("this rank says \"%s\", rank %d says \"%s\"", mine, r, details + 512 * r);
+  }
+  if (want && !strstr(mine, want)) CHECK_FAIL_("the detail \"%s\" does not say \"%s\"", mine, want);
+  free(details);
+  free(codes);
+}
+#endif
+
 /* Out-of-core: the master never held more blocks than its budget, and with
  * more local blocks than the budget it really swapped. Include blk.h first. */
 #ifdef BLK_MASTER_H

@@ -66,7 +66,6 @@ typedef struct test {
 } test;
 
 static test T;
-static char now_running[128]; /* for messages: which operation and fault */
 
 static int create(void **out, int gid, void *user) {
   (void)user;
@@ -98,28 +97,6 @@ static int load(void *data, blk_buffer *in, int gid, void *user) {
 
 static int64_t initial(int gid) {
   return ((int64_t)1 << (gid % 40)) + 1000 * gid + 7;
-}
-
-/* Every rank returned rc, with the same detail, which contains want (if
- * not NULL). */
-static void check_agreed(int rc, const char *want) {
-  int *codes = malloc((size_t)T.size * sizeof *codes);
-  char *details = malloc((size_t)T.size * 512);
-  char mine[512];
-  CHECK(codes && details);
-  snprintf(mine, sizeof mine, "%s", rc ? blk_last_error() : "");
-  MPI_Allgather(&rc, 1, MPI_INT, codes, 1, MPI_INT, MPI_COMM_WORLD);
-  MPI_Allgather(mine, 512, MPI_CHAR, details, 512, MPI_CHAR, MPI_COMM_WORLD);
-  for (int r = 0; r < T.size; r++) {
-    CHECK_MSG(codes[r] == rc, "%s: rank %d returned %d (%s: %s), rank %d returned %d (%s)",
-              now_running, T.rank, rc, blk_strerror(rc), mine, r, codes[r],
-              blk_strerror(codes[r]));
-    CHECK_MSG(!strcmp(details + 512 * r, mine), "rank %d says \"%s\", rank %d says \"%s\"", T.rank,
-              mine, r, details + 512 * r);
-  }
-  if (want) CHECK_MSG(strstr(mine, want), "the detail \"%s\" does not say \"%s\"", mine, want);
-  free(details);
-  free(codes);
 }
 
 static blk_master *make_master(int threads, int mem_blocks) {
@@ -521,8 +498,9 @@ static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
           counter = 0;
         }
         prepare_op(m, op, &counter);
-        snprintf(now_running, sizeof now_running, "%s with call %llu failing on rank %d",
-                 op_names[op], (unsigned long long)n, who);
+        if (T.rank == 0 && getenv("TEST_FAULTS_VERBOSE"))
+          printf("  %s with call %llu failing on rank %d\n", op_names[op], (unsigned long long)n,
+                 who);
         if (T.rank == who) blk__fault_arm(kind, n, 1);
         int rc = run_op(m, a, op);
         uint64_t fired = T.rank == who ? blk__fault_fired(kind) : 0;
