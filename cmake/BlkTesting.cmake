@@ -8,7 +8,9 @@
 #     EXPECT makes it a death test: it passes when the output matches regex
 #     and the job exits non-zero (the way blk stops on a programming error).
 #   A test whose whole point cannot run here exits 77: ctest reports it as
-#   skipped, never as passed.
+#   skipped, never as passed. MPICH's mpiexec (hydra) exits with the bitwise
+#   OR of the ranks' codes (measured: 77 on every rank gives 77, 77 and 2
+#   give 79), so an MPI test skips on every rank or on none.
 
 set(BLK_TEST_TIMEOUT 120 CACHE STRING "default ctest time-out for one MPI test, seconds")
 

@@ -120,6 +120,8 @@ static void free_send(blk__comm *c, send_rec *s) {
  * so the job stops. */
 static void broken(int mpi_rc, const char *what, int peer) {
   blk__comm_check(mpi_rc, what);
+  if (peer < 0)
+    blk__panic("comm: %s failed with messages under way: %s", what, blk_last_error());
   blk__panic("comm: %s with rank %d failed after part of the message was under way: %s", what,
              peer, blk_last_error());
 }

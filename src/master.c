@@ -321,7 +321,8 @@ static void create_blocks(blk_master *m, const blk_decomposer *d, const blk_assi
     }
     if ((rc = blk_master_add(m, gids[i], block, links, nlinks))) {
       blk__op_fail(o, rc, gids[i], -1, "%s", blk_last_error());
-      if (rc != BLK_EIO || blk_master_lid(m, gids[i]) < 0) { /* EIO: added, over the budget */
+      /* After a failed eviction the block is in, over the budget: go on. */
+      if (blk_master_lid(m, gids[i]) < 0) {
         if (m->cfg.destroy) m->cfg.destroy(block, gids[i], m->cfg.user);
         break;
       }

@@ -2,6 +2,16 @@
  * storage.c: records of swapped-out blocks and queues, in one spill file per
  * process or compressed in memory (see storage.h).
  *
+ * The spill file never has a name while it holds data, so no way the process
+ * ends (destroy, MPI_Abort, a crash, SIGKILL) can leave it behind: the kernel
+ * frees an unnamed file when its last descriptor closes. Where the file
+ * system supports it (Linux, O_TMPFILE) the file is created without a name;
+ * otherwise it is created under a random name with O_EXCL and that name is
+ * unlinked at once, before create returns. Only a kill inside that window of
+ * two system calls can leave a file, and only on the fallback. blk__storage_path
+ * gives a label for messages, never a path to open. The file is reached only
+ * through the descriptor, so removing the directory mid-run changes nothing.
+ *
  * A record is a 64-byte header followed by the codec's encoding of the raw
  * bytes. The header, in native byte order (the file never outlives the
  * process that wrote it), at these byte offsets:
@@ -40,11 +50,7 @@
  * if it had grown), so a failed put changes nothing.
  * A test hole (blk__storage_test_hole) is an extent taken at the end and
  * never written or released; it counts as live.
- * Nothing is fsync'ed: the file is scratch space that dies with the job.
- * It has no name from the moment it exists (O_TMPFILE, or created and
- * unlinked at once where the file system lacks it), so no spill file can
- * outlive its process, whether it ends by destroy, MPI_Abort, a crash or
- * SIGKILL; the kernel frees the space when the descriptor closes.
+ * Nothing is fsync'ed: the file is scratch space that dies with the process.
  *
  * Memory mode (no directory): a record is one malloc'd block, a list node
  * followed by the stored bytes (rec->mem points past the node); the list lets
@@ -57,7 +63,8 @@
  *
  * Locking: none. One thread at a time uses a storage (the master's driver).
  */
-#define _GNU_SOURCE /* O_TMPFILE */
+#define _GNU_SOURCE /* O_TMPFILE (glibc shows it only with _GNU_SOURCE) */
+#define _POSIX_C_SOURCE 200809L
 #define _FILE_OFFSET_BITS 64
 
 #include "storage.h"
@@ -129,8 +136,7 @@ typedef union mem_node {
 
 struct blk__storage {
   int fd;     /* the spill file; -1 in memory mode */
-  char *path; /* the spill file's name for messages (it has none in the
-               * file system); NULL in memory mode */
+  char *path; /* the spill file's path; NULL in memory mode */
   blk__codec *codec;
   blk_buffer scratch; /* disk: the record being written or read */
   extent *free;       /* free extents sorted by offset */
@@ -148,20 +154,24 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* strerror, but thread-safe. _GNU_SOURCE (for O_TMPFILE) gives glibc's
- * strerror_r, which returns the text; other C libraries give the XSI one,
- * which fills buf and returns 0: the result's type says which it is. */
-static const char *xsi_text(int rc, char *buf, size_t n, int e) {
-  if (rc != 0) snprintf(buf, n, "error %d", e);
+/* strerror, but thread-safe. _GNU_SOURCE gives glibc's strerror_r, which
+ * returns the text (maybe not in buf); elsewhere it is the XSI one, which
+ * returns 0 or an error. _Generic picks the right reading from the type, so
+ * no guess about the C library is needed. */
+static const char *text_gnu(const char *r, char *buf, size_t n, int e) {
+  (void)buf;
+  (void)n;
+  (void)e;
+  return r;
+}
+static const char *text_xsi(int r, char *buf, size_t n, int e) {
+  if (r != 0) snprintf(buf, n, "error %d", e);
   return buf;
 }
-static const char *gnu_text(const char *text, char *buf, size_t n, int e) {
-  (void)buf, (void)n, (void)e;
-  return text;
+static const char *errtext(int e, char *buf, size_t n) {
+  return _Generic(strerror_r(e, buf, n), char *: text_gnu, default: text_xsi)(strerror_r(e, buf, n),
+                                                                               buf, n, e);
 }
-#define errtext(e, buf, n) \
-  _Generic(strerror_r((e), (buf), (n)), int: xsi_text, default: gnu_text)( \
-      strerror_r((e), (buf), (n)), (buf), (n), (e))
 
 static uint64_t round_up(uint64_t n) {
   return (n + ALIGN - 1) / ALIGN * ALIGN;
@@ -205,44 +215,39 @@ static uint64_t mix64(uint64_t x) {
 
 /* --- the spill file --- */
 
-/* Opens a file that has no name in dir: O_TMPFILE where the file system
- * has it; otherwise a fresh name created with O_EXCL (retrying a name that
- * exists) and unlinked at once. Returns the descriptor, or -1 with errno. */
-static int open_unnamed(const char *dir, char *name) {
+/* Nonzero: create takes the fallback even where O_TMPFILE works (tests). */
+static atomic_int no_tmpfile;
+
 #ifdef O_TMPFILE
-  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0) return fd;
-  /* Not supported here (these are what Linux answers then): a name it is. */
-  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) return -1;
+/* Whether open(O_TMPFILE) failing with e means "not supported here" (so the
+ * fallback should try) rather than a real failure to report: EOPNOTSUPP from
+ * a file system without it, EISDIR from a kernel older than 3.11 (it sees
+ * only O_DIRECTORY | O_RDWR), EINVAL and ENOENT as open(2) lists them for
+ * missing support. ENOENT also means the directory vanished after the stat;
+ * then the fallback fails the same way and reports it. */
+static int tmpfile_unsupported(int e) {
+#if defined(ENOTSUP) && ENOTSUP != EOPNOTSUPP
+  if (e == ENOTSUP) return 1;
 #endif
-  size_t at = strlen(name) - 18; /* the 12 hex digits before ".spill" */
-  uint64_t r = mix64((uint64_t)(uintptr_t)name);
-  for (int attempt = 0; attempt < 64; attempt++) {
-    int named = open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (named >= 0) {
-      if (unlink(name) == 0) return named;
-      int e = errno;
-      close(named);
-      errno = e;
-      return -1;
-    }
-    if (errno != EEXIST && errno != EINTR) return -1;
-    r = mix64(r + (uint64_t)attempt);
-    char hex[13];
-    snprintf(hex, sizeof hex, "%012" PRIx64, r & UINT64_C(0xFFFFFFFFFFFF));
-    memcpy(name + at, hex, 12);
-  }
-  errno = EEXIST;
-  return -1;
+  return e == EOPNOTSUPP || e == EISDIR || e == EINVAL || e == ENOENT;
+}
+#endif
+
+/* Writes "<dir>/blk-r<rank>-<12 hex digits of r>.spill" into p[0, cap). */
+static void spill_name(char *p, size_t cap, const char *dir, size_t dlen, int rank, uint64_t r) {
+  snprintf(p, cap, "%.*s/blk-r%d-%012" PRIx64 ".spill", (int)dlen, dir, rank,
+           r & UINT64_C(0xFFFFFFFFFFFF));
 }
 
-/* Creates the spill file in dir, unnamed (see the top). Its name in
- * messages is "<dir>/blk-r<rank>-<12 hex digits>.spill (unlinked)": the
- * hex digits mix the pid, both clocks, an address and a counter, so two
- * processes on one node draw different ones (the name created and unlinked
- * where O_TMPFILE is missing is this one, made unique by O_EXCL). */
+/* Creates the spill file in dir, unnamed (see the top of this file). Its
+ * label is "<dir>/blk-r<rank>-<12 hex digits>.spill (unlinked)" either way.
+ * The hex digits mix the pid, both clocks, an address and a counter, so two
+ * processes (of one job or of concurrent jobs) on one node draw different
+ * names for the fallback and O_EXCL settles the rest; they also tell the
+ * storages of one rank apart in messages. */
 static int open_spill(blk__storage *s, const char *dir, int rank) {
   static atomic_uint counter; /* storages may be created on several threads at once */
+  static const char suffix[] = " (unlinked)";
   char ebuf[128];
   int rc = 0, e = 0;
   struct stat st;
@@ -263,7 +268,7 @@ static int open_spill(blk__storage *s, const char *dir, int rank) {
                    errtext(ENAMETOOLONG, ebuf, sizeof ebuf));
     goto done;
   }
-  size_t cap = dlen + 80;
+  size_t cap = dlen + 64;
   s->path = blk__malloc(cap);
   if (!s->path) {
     rc = blk__fail(BLK_ENOMEM, "storage: no memory for a path in %s", dir);
@@ -275,17 +280,60 @@ static int open_spill(blk__storage *s, const char *dir, int rank) {
   uint64_t r = mix64((uint64_t)getpid() ^ ((uint64_t)(uintptr_t)s << 16));
   r = mix64(r ^ (uint64_t)rt.tv_sec * UINT64_C(1000000007) ^ (uint64_t)rt.tv_nsec);
   r = mix64(r ^ (uint64_t)mt.tv_nsec ^ ((uint64_t)atomic_fetch_add(&counter, 1u) << 40));
-  snprintf(s->path, cap, "%.*s/blk-r%d-%012" PRIx64 ".spill", (int)dlen, dir, rank,
-           r & UINT64_C(0xFFFFFFFFFFFF));
-  s->fd = open_unnamed(dir, s->path);
-  if (s->fd < 0) {
-    e = errno;
-    rc = blk__fail(BLK_EIO, "storage: creating a spill file in directory %s: %s", dir,
-                   errtext(e, ebuf, sizeof ebuf));
-    goto done;
+  const char *how = "O_TMPFILE";
+  int tried_tmpfile = 0;
+#ifdef O_TMPFILE
+  if (!atomic_load(&no_tmpfile)) {
+    tried_tmpfile = 1;
+    do {
+      s->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    } while (s->fd < 0 && errno == EINTR);
+    if (s->fd < 0) {
+      e = errno;
+      if (!tmpfile_unsupported(e)) {
+        rc = blk__fail(BLK_EIO, "storage: creating an unnamed spill file in directory %s: %s", dir,
+                       errtext(e, ebuf, sizeof ebuf));
+        goto done;
+      }
+    }
   }
-  strcat(s->path, " (unlinked)");
-  BLK__LOG(BLK_LOG_DEBUG, "storage: spill file %s", s->path);
+#endif
+  if (s->fd < 0) {
+    how = tried_tmpfile ? "a name unlinked at once (O_TMPFILE is not supported there)"
+                        : "a name unlinked at once";
+    for (int attempt = 0; attempt < 64; attempt++) {
+      r = mix64(r + (uint64_t)attempt);
+      spill_name(s->path, cap, dir, dlen, rank, r);
+      s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (s->fd >= 0) break;
+      e = errno;
+      if (e != EEXIST && e != EINTR) break;
+    }
+    if (s->fd < 0) {
+      rc = blk__fail(BLK_EIO, "storage: creating spill file %s in directory %s: %s", s->path, dir,
+                     errtext(e, ebuf, sizeof ebuf));
+      goto done;
+    }
+    /* The name is ours (O_EXCL, random, an instant old), so it is removed
+     * without checking it is still our file. If it cannot go, the file would
+     * outlive the process: refuse it rather than run with it (the empty
+     * file stays; nothing here can remove it either). */
+    if (unlink(s->path) != 0) {
+      e = errno;
+      rc = blk__fail(BLK_EIO,
+                     "storage: removing the name of spill file %s in directory %s: %s (the empty "
+                     "file is left there)",
+                     s->path, dir, errtext(e, ebuf, sizeof ebuf));
+      close(s->fd);
+      s->fd = -1;
+      goto done;
+    }
+  } else {
+    spill_name(s->path, cap, dir, dlen, rank, r);
+  }
+  /* The label now says there is no such entry. */
+  memcpy(s->path + strlen(s->path), suffix, sizeof suffix);
+  BLK__LOG(BLK_LOG_DEBUG, "storage: spill file %s, created with %s", s->path, how);
 done:
   if (rc) {
     free(s->path);
@@ -442,7 +490,7 @@ static void give_extent(blk__storage *s, uint64_t off, uint64_t len) {
 int blk__storage_create(blk__storage **out, const char *dir, int rank, int level) {
   int rc = 0;
   *out = NULL;
-  blk__storage *s = calloc(1, sizeof *s);
+  blk__storage *s = blk__calloc(1, sizeof *s);
   if (!s) {
     rc = blk__fail(BLK_ENOMEM, "storage: no memory for a storage object");
     goto done;
@@ -464,11 +512,12 @@ done:
 
 void blk__storage_destroy(blk__storage *s) {
   if (!s) return;
-  /* The file has no name: closing it frees its space. */
-  if (s->fd >= 0 && close(s->fd) != 0 && errno != EINTR) {
+  if (s->fd >= 0) {
     char ebuf[128];
-    BLK__LOG(BLK_LOG_WARN, "storage: closing spill file %s: %s", s->path,
-             errtext(errno, ebuf, sizeof ebuf));
+    /* The file has no name: closing its last descriptor frees it. */
+    if (close(s->fd) != 0 && errno != EINTR)
+      BLK__LOG(BLK_LOG_WARN, "storage: closing spill file %s: %s", s->path,
+               errtext(errno, ebuf, sizeof ebuf));
   }
   for (mem_node *n = s->head.link.next; n && n != &s->head;) {
     mem_node *next = n->link.next;
@@ -748,6 +797,10 @@ int blk__storage_fd(const blk__storage *s) {
 
 const char *blk__storage_path(const blk__storage *s) {
   return s->path ? s->path : "";
+}
+
+void blk__storage_test_fallback(int on) {
+  atomic_store(&no_tmpfile, on != 0);
 }
 
 int blk__storage_test_hole(blk__storage *s, uint64_t bytes) {

@@ -10,6 +10,11 @@
  * (blk__storage_release). Space freed in the file is reused by later puts,
  * so the file does not grow without bound over many rounds of evict/load.
  *
+ * The spill file has no name in any directory from the moment create
+ * returns (O_TMPFILE where supported, else created and unlinked at once), so
+ * it disappears with the process however the process ends, SIGKILL included:
+ * nothing is left to clean up.
+ *
  * Failure loses nothing: a put that fails changes nothing (the caller keeps
  * its block in memory), and a get never hands back bytes that did not pass
  * both checksums and the decoder.
@@ -54,21 +59,25 @@ typedef struct blk__storage_stats {
 } blk__storage_stats;
 
 /* Creates a storage. dir == NULL keeps records compressed in memory.
- * Otherwise creates one spill file for this process inside `dir` that has
- * no name in the file system from the start (O_TMPFILE, or created with
- * O_EXCL and unlinked at once), so it never outlives the process, however
- * that ends; opened O_RDWR | O_CLOEXEC, mode 0600. Messages call it
- * "<dir>/blk-r<rank>-<random>.spill (unlinked)". `level` is the zstd level
- * for the codec.
+ * Otherwise creates one spill file for this process inside `dir`, opened
+ * O_RDWR | O_CLOEXEC, mode 0600, that has no name: on Linux it is opened
+ * with O_TMPFILE; where that is not defined, or the kernel or file system
+ * does not support it (open fails with EOPNOTSUPP, EISDIR, EINVAL or
+ * ENOENT), it is created exclusively (O_EXCL) as
+ * "<dir>/blk-r<rank>-<random>.spill", so concurrent jobs and ranks never
+ * clash, and that name is unlinked before create returns. `level` is the zstd
+ * level for the codec.
  * @return : 0; BLK_EIO naming `dir` and the reason when it does not exist,
  *           is not a directory or the file cannot be created in it (checked
- *           here, not at the first write); BLK_ENOMEM; or the codec's error.
- *           On failure *out is NULL and nothing is left behind. */
+ *           here, not at the first write), or when the fallback's name
+ *           cannot be unlinked; BLK_ENOMEM; or the codec's error.
+ *           On failure *out is NULL and nothing is left behind (but for the
+ *           empty file whose name could not be unlinked, as the error says). */
 int blk__storage_create(blk__storage **out, const char *dir, int rank, int level);
 
-/* Closes the spill file (which frees its space: it has no name) and frees
- * every record still held in memory (records of this storage are invalid
- * afterwards). NULL does nothing. */
+/* Closes the spill file, which frees it (it has no name), and frees every
+ * record still held in memory (records of this storage are invalid
+ * afterwards). NULL does nothing. A failed close is logged as a warning. */
 void blk__storage_destroy(blk__storage *s);
 
 /* Encodes raw[0, n) (byte-shuffled for elements of `elem_size` bytes, 0 for
@@ -103,9 +112,20 @@ void blk__storage_release(blk__storage *s, blk__record *rec);
 /* Copies the statistics so far into *out. */
 void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out);
 
-/* The spill file's name for messages (see create), or "" in memory mode.
- * Valid until destroy. */
+/* A label for the spill file in messages, "" in memory mode; valid until
+ * destroy. It reads "<dir>/blk-r<rank>-<12 hex digits>.spill (unlinked)":
+ * the directory as given (without trailing slashes), the rank, a random part
+ * that tells the storages of one rank apart, and a suffix saying no such
+ * entry exists. It is not a path to open: with O_TMPFILE the file never had
+ * that name, and the fallback removed it at create. (To reach the file from
+ * outside, /proc/<pid>/fd of Linux lists it as a link to "<dir>/... (deleted)".)
+ * Every error about the file names this label. */
 const char *blk__storage_path(const blk__storage *s);
+
+/* For tests only: nonzero makes later creates take the fallback (create by
+ * name with O_EXCL, then unlink) even where O_TMPFILE works, so that path is
+ * tested on Linux too; 0 restores the default. Any thread. */
+void blk__storage_test_fallback(int on);
 
 /* For tests only: the spill file's descriptor (-1 in memory mode), the one
  * way to reach a file that has no name ("/proc/self/fd/<fd>" opens it). */

@@ -218,8 +218,13 @@ void blk_master_stats_get(const blk_master *m, blk_master_stats *out);
 /* Logs the figures at info level, one line per rank. */
 void blk_master_stats_log(const blk_master *m);
 
-/* The path of this rank's spill file ("" in-core or with spill_in_memory).
- * It is removed by blk_master_destroy. */
+/* A label for this rank's spill file, for messages ("" in-core or with
+ * spill_in_memory): "<spill_dir>/blk-r<rank>-<12 hex digits>.spill
+ * (unlinked)". It is not a path to open: the file has no name in spill_dir
+ * (created with O_TMPFILE, or under that name and unlinked at once), so
+ * nothing is left behind however the process ends; blk_master_destroy
+ * closes it, which frees it. Errors about the file name this label. Valid
+ * until blk_master_destroy. */
 const char *blk_master_spill_path(const blk_master *m);
 
 /* Number of collective operations run so far on this master (every
