@@ -7,7 +7,8 @@
  *   x        the block is inactive (and has no partners)
  *   IN>OUT   the block is active; IN and OUT are its in- and out-partners, comma
  *            separated and in order (either list may be empty)
- * The tables below were written from the rules in DESIGN.md by hand, not computed.
+ * The tables below were written by hand from the rules in docs/patterns.md ("How the
+ * rounds are made"), not computed.
  */
 #define _POSIX_C_SOURCE 200809L
 
