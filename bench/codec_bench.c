@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "blk/blk.h"
-#include "checksum.h"
-#include "codec.h"
-#include "shuffle.h"
+#include "storage/checksum.h"
+#include "storage/codec.h"
+#include "storage/shuffle.h"
 
 #define MAX_LIST 16
 #define MIN_BYTES_PER_RUN ((size_t)64 << 20)

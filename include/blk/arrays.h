@@ -47,12 +47,11 @@
 #include "blk/assigner.h"
 #include "blk/master.h"
 #include "blk/proxy.h"
+#include "blk/types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum blk_type { BLK_FLOAT = 0, BLK_DOUBLE = 1, BLK_INT32 = 2, BLK_INT64 = 3 } blk_type;
 
 typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_AUTO = 0,

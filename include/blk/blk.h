@@ -12,6 +12,7 @@
 #include "blk/error.h"
 #include "blk/log.h"
 #include "blk/buffer.h"
+#include "blk/types.h"
 
 #include "blk/bounds.h"
 #include "blk/decomposer.h"

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "blk/buffer.h"
+#include "blk/types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,12 @@ int blk_proxy_gid(const blk_proxy *p);
 
 /* The round: 0..R in a reduction; the number of exchanges so far in foreach. */
 int blk_proxy_round(const blk_proxy *p);
+
+/* In a reduction (blk_reduce and what is built on it): the pattern being
+ * run, to ask it about other rounds or blocks (partners.h); the object
+ * blk_reduce was given. NULL in blk_master_foreach. */
+struct blk_partners;
+const struct blk_partners *blk_proxy_partners(const blk_proxy *p);
 
 /* Number of out queues and the gid of out queue i. */
 int blk_proxy_out_count(const blk_proxy *p);
@@ -92,9 +99,6 @@ size_t blk_proxy_incoming_remaining(const blk_proxy *p, int i);
 /* The buffer behind in queue i, for reading in place (blk_buffer_read_*). A
  * callback may also take its storage with blk_buffer_swap. */
 blk_buffer *blk_proxy_incoming(blk_proxy *p, int i);
-
-/* Operations of the value all-reduce. */
-typedef enum blk_op { BLK_OP_SUM = 0, BLK_OP_MIN = 1, BLK_OP_MAX = 2 } blk_op;
 
 /* Posts one value to an all-reduce over every block of every rank, in a
  * blk_master_foreach callback (a reduction or all_to_all callback cannot post:

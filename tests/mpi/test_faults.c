@@ -41,8 +41,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "fault.h"
-#include "master_state.h"
+#include "base/fault.h"
+#include "master/master_state.h"
 
 #define NB_MAX 64
 #define ARRAY 64
@@ -824,9 +824,9 @@ static int corrupt_queues(blk_master *m) {
   snprintf(path, sizeof path, "/proc/self/fd/%d", blk__storage_fd(m->budget.storage));
   int fd = open(path, O_RDWR), n = 0;
   CHECK(fd >= 0);
-  for (int lid = 0; lid < m->nblocks; lid++)
-    for (int l = 0; l < m->blocks[lid].nlinks; l++) {
-      const blk__record *r = &m->blocks[lid].out_rec[l];
+  for (int lid = 0; lid < blk__table_count(&m->table); lid++)
+    for (int l = 0; l < blk__table_at(&m->table, lid)->nlinks; l++) {
+      const blk__record *r = &blk__table_at(&m->table, lid)->out_rec[l];
       if (!r->stored) continue;
       off_t at = (off_t)r->offset + 64 + 100;
       unsigned char x;

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "master_state.h"
+#include "master/master_state.h"
 
 #define NBLOCKS 8
 #define BYTES 16384

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agreement.h"
+#include "base/agreement.h"
 #include "check.h"
 
 #define MAXR 70

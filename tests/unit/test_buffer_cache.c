@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "blk/blk.h"
-#include "buffer_cache.h"
+#include "base/buffer_cache.h"
 #include "check.h"
-#include "pool.h"
+#include "base/pool.h"
 
 #define CHECK_SIZE(got, want)                                               \
   do {                                                                      \

@@ -7,7 +7,7 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "checksum.h"
+#include "storage/checksum.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 

@@ -8,8 +8,8 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "checksum.h"
-#include "codec.h"
+#include "storage/checksum.h"
+#include "storage/codec.h"
 
 static uint64_t rng_state = 0xD1B54A32D192ED03ull;
 

@@ -1,7 +1,7 @@
 /* test_error: the error table and per-thread detail. */
 #include "blk/blk.h"
 #include "check.h"
-#include "fail.h"
+#include "base/fail.h"
 
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);

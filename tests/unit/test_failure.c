@@ -9,7 +9,7 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "failure.h"
+#include "base/failure.h"
 
 int main(void) {
   blk__failure f;

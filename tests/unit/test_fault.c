@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "blk/blk.h"
 #include "check.h"
-#include "fault.h"
+#include "base/fault.h"
 
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);

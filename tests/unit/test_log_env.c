@@ -21,8 +21,8 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "logger.h"
-#include "pool.h"
+#include "base/logger.h"
+#include "base/pool.h"
 
 /* ---- the child ---------------------------------------------------------- */
 

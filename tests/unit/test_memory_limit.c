@@ -11,7 +11,7 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "memory_limit.h"
+#include "base/memory_limit.h"
 
 static uint64_t physical_bytes(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

@@ -6,7 +6,7 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "pool.h"
+#include "base/pool.h"
 
 /* Each thread's copy of this has its own address: a thread identity that
  * needs no pthread.h. */

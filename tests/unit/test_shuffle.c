@@ -4,7 +4,7 @@
 
 #include "blk/blk.h"
 #include "check.h"
-#include "shuffle.h"
+#include "storage/shuffle.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 

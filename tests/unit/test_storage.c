@@ -17,7 +17,7 @@
 #include "blk/blk.h"
 #include "check.h"
 #include "spill_fd.h"
-#include "storage.h"
+#include "storage/storage.h"
 
 /* --- helpers --- */
 

@@ -1,0 +1,389 @@
+/*
+ * arrays.c: element-wise collectives over one array per block; see
+ * blk/arrays.h for the algorithms.
+ *
+ * SPLIT runs swap rounds in halving order, so a block's share after each
+ * round is a contiguous range of gids [lo, hi) and of elements
+ * [piece(lo), piece(hi)): round e splits the range into k_e equal gid
+ * ranges and member j of the group keeps range j. After the last round the
+ * range is [g, g+1): piece g, at its place in g's own array. The all-gather
+ * runs the same groups in the reverse order (contiguous order over the
+ * reversed radices gives the same steps), growing the range back.
+ *
+ * A block's message to itself is sent empty: its own contribution is
+ * already in place in its array, which saves a copy of its share per round.
+ *
+ * Cost, n blocks, m bytes per array, radix k, R = log_k n rounds:
+ *   TREE all-reduce: 2R rounds, (k-1) messages of m into each parent:
+ *     2R (alpha + (k-1) beta m) on the critical path.
+ *   BUTTERFLY all-reduce: R rounds, each block sends and combines (k-1)
+ *     whole arrays per round: R (alpha + (k-1) (beta + gamma) m).
+ *   SPLIT all-reduce: 2R rounds; round e moves (k_e - 1)/k_e of a share that
+ *     shrinks by k_e each round: 2 (alpha R + beta m (n-1)/n) per block.
+ * Every byte sent is copied once into its message; a received byte is read
+ * once (summed or copied into the array).
+ */
+#include "blk/arrays.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "blk/partners.h"
+#include "blk/reduce.h"
+#include "base/combine.h"
+#include "base/fail.h"
+#include "master/master_state.h"
+#include "runtime/proxy_state.h"
+#include "base/memory_limit.h"
+#include "collectives/reduce_run.h"
+
+typedef struct job {
+  const blk_arrays *spec;
+  const blk_partners *p;
+  int nblocks;
+  size_t elem;
+  int copy;   /* tree rounds copy what arrives (broadcasting) instead of combining */
+  int by_ref; /* messages refer to the block's array instead of copying it */
+} job;
+
+/* Out queue i gets the n bytes at data: a reference when the pattern never
+ * changes what it sent before the operation ends (see by_ref), else a copy. */
+static int send_bytes(const job *j, blk_proxy *p, int i, const void *data, size_t n) {
+  if (!j->by_ref) return blk_proxy_enqueue(p, i, data, n);
+  blk__proxy_enqueue_ref(p, i, data, n);
+  return BLK_OK;
+}
+
+static size_t type_size(blk_type t) {
+  switch (t) {
+    case BLK_FLOAT:
+      return sizeof(float);
+    case BLK_DOUBLE:
+      return sizeof(double);
+    case BLK_INT32:
+      return sizeof(int32_t);
+    case BLK_INT64:
+      return sizeof(int64_t);
+  }
+  return 0;
+}
+
+size_t blk_arrays_piece_begin(size_t count, int nblocks, int g) {
+  /* floor(g * count / n) without overflow for any count below 2^64 / n */
+  size_t q = count / (size_t)nblocks, r = count % (size_t)nblocks;
+  return q * (size_t)g + r * (size_t)g / (size_t)nblocks;
+}
+
+static unsigned char *array_of(const job *j, void *block, int gid) {
+  return j->spec->array(block, gid, j->spec->user);
+}
+
+/* The gid range a block holds in SPLIT after `done` exchange rounds. */
+static void share(const job *j, int gid, int done, int *lo, int *hi) {
+  *lo = 0;
+  *hi = j->nblocks;
+  for (int e = 0; e < done; e++) {
+    int k = blk_partners_round_radix(j->p, e), width = (*hi - *lo) / k;
+    int pos = blk_partners_round_position(j->p, e, gid);
+    *lo += pos * width;
+    *hi = *lo + width;
+  }
+}
+
+static void check_size(blk_proxy *p, int i, size_t want) {
+  size_t got = blk_proxy_incoming_remaining(p, i);
+  if (got != want)
+    blk__proxy_misuse(p, "arrays: %zu bytes from gid %d, expected %zu", got, blk_proxy_in_gid(p, i),
+                      want);
+}
+
+/* Tree rounds (merge, broadcast or both): sum what comes in while merging,
+ * copy it while broadcasting; send the whole array on. */
+static int tree_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int gid = blk_proxy_gid(p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t bytes = j->spec->count * j->elem;
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    if (blk_proxy_in_gid(p, i) == gid) continue; /* own data is in place */
+    check_size(p, i, bytes);
+    const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
+    if (j->copy)
+      memcpy(a, in, bytes);
+    else
+      blk__combine(j->spec->type, j->spec->op, a, in, j->spec->count);
+  }
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
+    int rc = send_bytes(j, p, i, a, bytes);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
+/* BUTTERFLY: every member of the group sends its whole array to the others
+ * and each combines the group's arrays, so after the last round every block
+ * holds the op over all. Members combine in the group's order (by digit),
+ * so every block computes the same sequence of operations and ends with the
+ * same bits; with two members (or this block first) the op is applied in
+ * place, which is the same thing because sum, min and max are commutative. */
+static int butterfly_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int gid = blk_proxy_gid(p), nin = blk_proxy_in_count(p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t bytes = j->spec->count * j->elem;
+  if (nin > 1) {
+    int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
+    unsigned char *acc = a;
+    if (!in_place && !(acc = blk__malloc(bytes ? bytes : 1)))
+      return blk__fail(BLK_ENOMEM, "arrays: gid %d has no memory for a %zu-byte array", gid, bytes);
+    int first = 1;
+    for (int i = 0; i < nin; i++) {
+      int src = blk_proxy_in_gid(p, i);
+      if (in_place && src == gid) continue; /* a is already in acc */
+      const void *in = a;
+      if (src != gid) {
+        check_size(p, i, bytes);
+        in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
+      }
+      if (!in_place && first)
+        memcpy(acc, in, bytes);
+      else
+        blk__combine(j->spec->type, j->spec->op, acc, in, j->spec->count);
+      first = 0;
+    }
+    if (!in_place) {
+      memcpy(a, acc, bytes);
+      free(acc);
+    }
+  }
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
+    int rc = blk_proxy_enqueue(p, i, a, bytes);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
+/* SPLIT, first half: send piece j of the share to member j; sum the pieces
+ * the group sent for this block's share. */
+static int scatter_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int gid = blk_proxy_gid(p), r = blk_proxy_round(p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t count = j->spec->count;
+  int lo, hi;
+  share(j, gid, r, &lo, &hi);
+  size_t from = blk_arrays_piece_begin(count, j->nblocks, lo);
+  size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    if (blk_proxy_in_gid(p, i) == gid) continue;
+    check_size(p, i, (to - from) * j->elem);
+    const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem);
+    blk__combine(j->spec->type, j->spec->op, a + from * j->elem, in, to - from);
+  }
+  int nout = blk_proxy_out_count(p);
+  for (int i = 0; i < nout; i++) {
+    if (blk_proxy_out_gid(p, i) == gid) continue;
+    int width = (hi - lo) / nout, plo = lo + i * width;
+    size_t pf = blk_arrays_piece_begin(count, j->nblocks, plo);
+    size_t pt = blk_arrays_piece_begin(count, j->nblocks, plo + width);
+    int rc = send_bytes(j, p, i, a + pf * j->elem, (pt - pf) * j->elem);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
+/* SPLIT, second half: send the share to the group, put the members' shares
+ * in place. The gather partners run the scatter's rounds backwards, so
+ * after gather round r the share is the scatter's after R - r rounds. */
+static int gather_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int gid = blk_proxy_gid(p), r = blk_proxy_round(p);
+  int R = blk_partners_rounds(j->p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t count = j->spec->count;
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    int src = blk_proxy_in_gid(p, i);
+    if (src == gid) continue;
+    int lo, hi;
+    share(j, src, R - r + 1, &lo, &hi);
+    size_t from = blk_arrays_piece_begin(count, j->nblocks, lo);
+    size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
+    check_size(p, i, (to - from) * j->elem);
+    memcpy(a + from * j->elem,
+           blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem),
+           (to - from) * j->elem);
+  }
+  int lo, hi;
+  share(j, gid, R - r, &lo, &hi);
+  size_t from = blk_arrays_piece_begin(count, j->nblocks, lo);
+  size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    if (blk_proxy_out_gid(p, i) == gid) continue;
+    int rc = send_bytes(j, p, i, a + from * j->elem, (to - from) * j->elem);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
+static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) {
+  if (!s || !s->array || !a)
+    return blk__fail(BLK_EINVAL, "arrays: the spec, its array callback or the assigner is NULL");
+  if (s->k < 2) return blk__fail(BLK_EINVAL, "arrays: k = %d, must be >= 2", s->k);
+  *elem = type_size(s->type);
+  if (!*elem) return blk__fail(BLK_EINVAL, "arrays: unknown type %d", (int)s->type);
+  if (s->op != BLK_OP_SUM && s->op != BLK_OP_MIN && s->op != BLK_OP_MAX)
+    return blk__fail(BLK_EINVAL, "arrays: unknown op %d", (int)s->op);
+  if (s->algorithm != BLK_ARRAYS_AUTO && s->algorithm != BLK_ARRAYS_TREE &&
+      s->algorithm != BLK_ARRAYS_SPLIT && s->algorithm != BLK_ARRAYS_BUTTERFLY)
+    return blk__fail(BLK_EINVAL, "arrays: unknown algorithm %d", (int)s->algorithm);
+  if (s->count > SIZE_MAX / *elem)
+    return blk__fail(BLK_EINVAL, "arrays: %zu elements of %zu bytes overflow", s->count, *elem);
+  return BLK_OK;
+}
+
+/* The arguments (alike on every rank, so every rank returns the same), then
+ * the memory: no block can hold a larger array than the process can, and
+ * messages copy whole arrays, so a count this large is found here rather
+ * than by a crash. The limit may differ between ranks, so a rank that finds
+ * it too large takes part in the operation, aborting it. */
+static int check_call(blk_master *m, const blk_assigner *a, const blk_arrays *s, size_t *elem) {
+  if (!m) return blk__fail(BLK_EINVAL, "arrays: the master is NULL");
+  int rc = check_spec(a, s, elem);
+  if (rc) return rc;
+  if ((rc = blk__memory_check(s->count, *elem, "arrays: count = %zu elements of one block's array",
+                              s->count)))
+    return blk__reduce_abort(m, rc, "arrays");
+  return BLK_OK;
+}
+
+/* Whether messages may refer to the blocks' arrays instead of copying them:
+ * not under a memory budget, where a block (and its array) may leave memory
+ * while a message still refers to it. The round functions that use it
+ * never change bytes they sent before the operation ends: a merge child is
+ * done once it sent, a broadcast only reads what it sends, and SPLIT writes
+ * only ranges other than those it sent. The driver waits for remote sends
+ * of references to complete before it returns. */
+static int refs_allowed(const blk_master *m) {
+  return !blk__budget_active(&m->budget);
+}
+
+/* The reduction as the array collectives run it: their round functions
+ * return blk's codes (an enqueue that found no memory) as they are. */
+static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                  void *j) {
+  static const blk__driver driver = {"arrays", NULL, 1};
+  return blk__reduce_run(m, a, p, fn, j, &driver);
+}
+
+/* Makes the partners of a pattern; if that fails on this rank, the others
+ * may already be under way, so this rank takes part, failed (*rc is then the
+ * operation's agreed code and NULL is returned). */
+static blk_partners *partners(blk_master *m, blk_pattern pattern, int n, int k, int contiguous,
+                              int *rc) {
+  blk_partners *p = NULL;
+  if ((*rc = blk_partners_create(&p, pattern, 1, &n, k, contiguous)))
+    *rc = blk__reduce_abort(m, *rc, "arrays");
+  return p;
+}
+
+/* Runs one pattern with one of the round functions above. */
+static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk_pattern pattern,
+               int contiguous, blk_reduce_fn fn, int copy) {
+  size_t elem = 0;
+  int rc = check_call(m, a, spec, &elem);
+  if (rc) return rc;
+  int n = blk_assigner_nblocks(a);
+  blk_partners *p = partners(m, pattern, n, spec->k, contiguous, &rc);
+  if (!p) return rc;
+  job j = {spec, p, n, elem, copy, refs_allowed(m)};
+  rc = reduce(m, a, p, fn, &j);
+  blk_partners_destroy(p);
+  return rc;
+}
+
+/* The tree all-reduce needs to know, per round, whether it is merging or
+ * broadcasting: the merge half is rounds 0..R/2 of the all-reduce partners. */
+typedef struct tree_job {
+  job j;
+  int half; /* rounds <= half merge */
+} tree_job;
+
+static int tree_allreduce_round(void *block, blk_proxy *p, void *user) {
+  tree_job *t = user;
+  job j = t->j;
+  j.copy = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
+  /* A block that sent its array up gets it overwritten on the way down, in
+   * the same operation, so only the broadcast half may send references. */
+  j.by_ref = j.by_ref && j.copy;
+  return tree_round(block, p, &j);
+}
+
+int blk_arrays_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
+  return run(m, a, spec, BLK_MERGE, 1, tree_round, 0);
+}
+
+int blk_arrays_broadcast(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
+  return run(m, a, spec, BLK_BROADCAST, 1, tree_round, 1);
+}
+
+int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
+  return run(m, a, spec, BLK_SWAP, 0, scatter_round, 0);
+}
+
+blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
+                                                     const blk_arrays *spec) {
+  if (spec->algorithm != BLK_ARRAYS_AUTO) return spec->algorithm;
+  int small = spec->count * type_size(spec->type) < BLK_ARRAYS_SPLIT_BYTES;
+  int nranks = blk_assigner_nranks(a);
+  /* Several blocks per rank: TREE keeps all but log_k(ranks) rounds on the
+   * rank, where its messages are references, while SPLIT's halving order
+   * sends its largest pieces across ranks and BUTTERFLY copies whole arrays
+   * every round; measured at 2 ranks x 8 blocks, TREE won at every size.
+   * On one rank nothing crosses, and SPLIT moves the fewest bytes. */
+  if (blk_assigner_nblocks(a) > nranks)
+    return nranks > 1 || small ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+  return small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
+}
+
+int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
+  size_t elem = 0;
+  int rc = check_call(m, a, spec, &elem);
+  if (rc) return rc;
+  blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(a, spec);
+  int n = blk_assigner_nblocks(a);
+  if (alg == BLK_ARRAYS_BUTTERFLY) {
+    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
+    if (!p) return rc;
+    job j = {spec, p, n, elem, 0, 0}; /* each round changes what the last one sent */
+    rc = reduce(m, a, p, butterfly_round, &j);
+    blk_partners_destroy(p);
+    return rc;
+  }
+  if (alg == BLK_ARRAYS_TREE) {
+    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, &rc);
+    if (!p) return rc;
+    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m)}, blk_partners_rounds(p) / 2};
+    rc = reduce(m, a, p, tree_allreduce_round, &t);
+    blk_partners_destroy(p);
+    return rc;
+  }
+  /* Reduce-scatter in halving order, then the same groups backwards. Both
+   * halves run on every rank, or neither: a failed first half is agreed. */
+  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, &rc);
+  if (!p) return rc;
+  int R = blk_partners_rounds(p), radices[64], axes[64] = {0};
+  for (int e = 0; e < R; e++) radices[e] = blk_partners_round_radix(p, R - 1 - e);
+  job j = {spec, p, n, elem, 0, refs_allowed(m)};
+  rc = reduce(m, a, p, scatter_round, &j);
+  blk_partners *back = NULL;
+  if (!rc && (rc = blk_partners_create_rounds(&back, BLK_SWAP, 1, &n, R, axes, radices, 1)))
+    rc = blk__reduce_abort(m, rc, "arrays");
+  if (!rc) rc = reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
+  blk_partners_destroy(back);
+  blk_partners_destroy(p);
+  return rc;
+}

@@ -1,0 +1,583 @@
+/*
+ * reduce.c: the round-by-round driver of reduction patterns.
+ *
+ * Each local block walks its own rounds: it waits in round r until the one
+ * message from each in-partner of round r has arrived, runs the callback on
+ * the pool, sends its out queues (a same-rank partner gets the buffer handed
+ * over, a remote one gets it through comm.c) and moves to its next active
+ * round. There is no barrier: blocks and ranks may be rounds apart, so a
+ * message for a later round than its block is in waits in that block's
+ * pending list until the block gets there.
+ *
+ * Only the driver thread (the master's) touches this state; a pool thread
+ * running a block's callback touches only that block's queues, and the
+ * driver leaves a running block's queues alone until the pool hands it back.
+ * Deliveries never start callbacks directly (they only mark blocks ready),
+ * so comm's progress is never re-entered.
+ *
+ * Failure: a block whose callback fails, or that cannot be loaded, or
+ * whose message could not be kept, is failed from that round on: it runs no
+ * more callbacks, sends an empty message flagged BLK__MSG_FAILED to each
+ * out-partner of each round it has left, without waiting for its inputs,
+ * and drops what still arrives for it. A block that receives a failed
+ * message fails the same way, so a failure reaches exactly the blocks whose
+ * result depends on it, and no callback ever reads a message that is not
+ * whole; every other block finishes as if nothing had happened. An ABORT
+ * (a rank that could not start) fails every block. Failed blocks are not
+ * handled recursively: they wait in a list the driver's loop works off.
+ *
+ * Cost per block per round: the callback, plus alpha + beta*n per remote
+ * out-partner and nothing but a pointer swap per local one. A rank's part
+ * ends once its own blocks have run their last round (every message a
+ * block needs was sent to it, so nothing is left to wait for) and the
+ * closing agreement (alpha log p) is done.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/backoff.h"
+#include "blk/reduce.h"
+#include "master/master_state.h"
+#include "runtime/callback.h"
+#include "runtime/proxy_state.h"
+#include "collectives/reduce_run.h"
+#include "runtime/schedule.h"
+
+typedef struct pending_msg {
+  int round;
+  int src;
+  int flags; /* BLK__MSG_FAILED */
+  blk_buffer payload;
+  blk__record rec; /* out-of-core: the payload, when spilled */
+} pending_msg;
+
+struct rstate;
+
+typedef struct rblock {
+  struct rstate *s;
+  int lid, gid;
+  int round;      /* the round it is waiting for or running; R+1 when finished */
+  int busy;       /* handed to the scheduler, until finish() */
+  int with_block; /* this round's callback gets the block (it is pinned) */
+  int failed;     /* from this round on: runs nothing, sends failed messages */
+  int skipping;   /* in the list of failed blocks to move on */
+  int nin, nout, cap_in, cap_out;
+  int *in_gids, *out_gids;
+  blk_buffer *in, *out;
+  blk__record *in_rec; /* out-of-core: in queues spilled while the block is out */
+  unsigned char *filled;
+  int arrived;
+  pending_msg *pending;
+  size_t npending, cap_pending;
+  int code;  /* the callback's return, when it failed */
+  char *why; /* blk's reason, when the code was one blk gave the callback */
+  blk_proxy proxy;
+} rblock;
+
+typedef struct rstate {
+  blk_master *m;
+  blk__op *o;
+  const blk_assigner *a;
+  const blk_partners *p;
+  blk_reduce_fn fn;
+  void *user;
+  const blk__driver *d;
+  int rounds; /* R: callbacks run in rounds 0..R */
+  int me;
+  rblock *rb;
+  int nblocks, finished;
+  int *skip; /* lids of failed blocks to move on (see the top) */
+  int nskip;
+  int abort_seen;
+  blk__sched sched;
+} rstate;
+
+/* Reallocates an array from old to ncap elements, zeroing the new ones. */
+static int resize(void **array, int old, int ncap, size_t elem) {
+  void *grown = blk__realloc(*array, (size_t)ncap * elem);
+  if (!grown) return BLK_ENOMEM;
+  memset((char *)grown + (size_t)old * elem, 0, (size_t)(ncap - old) * elem);
+  *array = grown;
+  return BLK_OK;
+}
+
+/* Makes room for nin in queues and nout out queues. The arrays are kept
+ * between operations, so this allocates only when a pattern is wider than
+ * any before; without the memory the block cannot take part in the round,
+ * and since its partners count on its messages the job stops. */
+static void size_queues(rblock *b, int nin, int nout) {
+  int rc = BLK_OK;
+  if (nin > b->cap_in) {
+    int ncap = nin > 2 * b->cap_in ? nin : 2 * b->cap_in;
+    rc = resize((void **)&b->in_gids, b->cap_in, ncap, sizeof(int));
+    if (!rc) rc = resize((void **)&b->in, b->cap_in, ncap, sizeof(blk_buffer));
+    if (!rc) rc = resize((void **)&b->filled, b->cap_in, ncap, 1);
+    if (!rc) rc = resize((void **)&b->in_rec, b->cap_in, ncap, sizeof(blk__record));
+    if (!rc) b->cap_in = ncap;
+  }
+  if (!rc && nout > b->cap_out) {
+    int ncap = nout > 2 * b->cap_out ? nout : 2 * b->cap_out;
+    rc = resize((void **)&b->out_gids, b->cap_out, ncap, sizeof(int));
+    if (!rc) rc = resize((void **)&b->out, b->cap_out, ncap, sizeof(blk_buffer));
+    if (!rc) b->cap_out = ncap;
+  }
+  if (rc) blk__panic("reduce: no memory for %d in and %d out queues of gid %d", nin, nout, b->gid);
+}
+
+/* Hands the block to the scheduler once its inputs are in; a failed block
+ * goes to the list of blocks to move on instead. */
+static void mark_ready(rstate *s, rblock *b) {
+  if (b->busy || b->round > s->rounds) return;
+  if (b->failed) {
+    if (!b->skipping) {
+      b->skipping = 1;
+      s->skip[s->nskip++] = b->lid;
+    }
+    return;
+  }
+  if (b->arrived < b->nin) return;
+  b->busy = 1;
+  b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
+  blk__sched_ready(&s->sched, b->lid, b->with_block);
+}
+
+/* A message for a block that is swapped out goes to storage too, if large,
+ * so an out-of-core reduction does not run out of memory through its
+ * messages. A failed write just keeps it in memory. */
+static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
+  if (blk__buffer_is_ref(q)) return; /* never under a budget: a reference cannot be spilled */
+  if (!b->busy && !blk__budget_resident(&s->m->budget, b->lid))
+    blk__budget_spill_queue(&s->m->budget, b->gid, q, rec);
+}
+
+static int slot_of(const rblock *b, int src) {
+  for (int i = 0; i < b->nin; i++)
+    if (b->in_gids[i] == src && !b->filled[i]) return i;
+  return -1;
+}
+
+/* Puts a message for the block's current round into its slot; a failed
+ * message fails the block. */
+static void fill(rstate *s, rblock *b, int src, blk_buffer *payload, int flags) {
+  int i = slot_of(b, src);
+  if (i < 0)
+    blk__panic(
+        "%s %u: gid %d received a message from gid %d in round %d, which is not "
+        "(or no longer) one of its in-partners",
+        s->d->name, s->o->epoch, b->gid, src, b->round);
+  b->filled[i] = 1;
+  b->arrived++;
+  if (flags & BLK__MSG_FAILED) {
+    b->failed = 1;
+  } else {
+    blk_buffer_swap(&b->in[i], payload);
+    spill_if_out(s, b, &b->in[i], &b->in_rec[i]);
+  }
+  mark_ready(s, b);
+}
+
+/* Gives a kept message's storage back. */
+static void drop_pending(rstate *s, pending_msg *pm) {
+  blk__buffer_cache_give(s->m->cache, &pm->payload);
+  blk__budget_drop_queue(&s->m->budget, &pm->rec);
+}
+
+/* Moves the block to its next active round at or after `round`. */
+static void advance(rstate *s, rblock *b, int round) {
+  while (round <= s->rounds && !blk_partners_active(s->p, round, b->gid)) round++;
+  b->round = round;
+  b->arrived = 0;
+  if (round > s->rounds) {
+    b->nin = b->nout = 0;
+    s->finished++;
+    if (b->npending && !b->failed)
+      blk__panic(
+          "%s %u: gid %d finished with %zu messages for rounds it never ran (round %d "
+          "from gid %d first)",
+          s->d->name, s->o->epoch, b->gid, b->npending, b->pending[0].round, b->pending[0].src);
+    for (size_t i = 0; i < b->npending; i++) drop_pending(s, &b->pending[i]);
+    b->npending = 0;
+    return;
+  }
+  int nin = blk_partners_in(s->p, round, b->gid, NULL, 0);
+  int nout = blk_partners_out(s->p, round, b->gid, NULL, 0);
+  size_queues(b, nin, nout);
+  b->nin = blk_partners_in(s->p, round, b->gid, b->in_gids, nin);
+  b->nout = blk_partners_out(s->p, round, b->gid, b->out_gids, nout);
+  for (int i = 0; i < b->nin; i++) {
+    blk__buffer_release(&b->in[i]);
+    blk__budget_drop_queue(&s->m->budget, &b->in_rec[i]);
+    b->filled[i] = 0;
+  }
+  for (int i = 0; i < b->nout; i++) blk__buffer_release(&b->out[i]);
+  /* Messages that came early for this round. */
+  size_t kept = 0;
+  for (size_t i = 0; i < b->npending; i++) {
+    pending_msg *pm = &b->pending[i];
+    if (pm->round != round) {
+      b->pending[kept++] = *pm;
+    } else if (b->failed) {
+      drop_pending(s, pm);
+    } else {
+      int slot = slot_of(b, pm->src);
+      fill(s, b, pm->src, &pm->payload, pm->flags);
+      if (pm->rec.stored && !b->failed) { /* still in storage: the slot takes the record */
+        blk__budget_drop_queue(&s->m->budget, &b->in_rec[slot]);
+        b->in_rec[slot] = pm->rec;
+        memset(&pm->rec, 0, sizeof pm->rec);
+      }
+      drop_pending(s, pm);
+    }
+  }
+  b->npending = kept;
+  mark_ready(s, b);
+}
+
+static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *payload,
+                    int flags) {
+  int lid = blk__table_lid(&s->m->table, dst_gid);
+  if (lid < 0)
+    blk__panic("%s %u: rank %d got a message from gid %d for gid %d, which it does not own",
+               s->d->name, s->o->epoch, s->me, src_gid, dst_gid);
+  rblock *b = &s->rb[lid];
+  if (b->failed) return; /* it moves on without its inputs */
+  if (round == b->round && !b->busy) {
+    fill(s, b, src_gid, payload, flags);
+    return;
+  }
+  if (round <= b->round)
+    blk__panic("%s %u: gid %d got a message from gid %d for round %d while in round %d",
+               s->d->name, s->o->epoch, dst_gid, src_gid, round, b->round);
+  if (b->npending == b->cap_pending) {
+    size_t ncap = b->cap_pending ? 2 * b->cap_pending : 4;
+    pending_msg *grown = blk__realloc(b->pending, ncap * sizeof *grown);
+    if (!grown) { /* it cannot keep its input: it fails (and drops what it has) */
+      blk__op_fail(s->o, BLK_ENOMEM, dst_gid, round,
+                   "no memory to keep the message from gid %d for round %d", src_gid, round);
+      b->failed = 1;
+      mark_ready(s, b);
+      return;
+    }
+    b->pending = grown;
+    b->cap_pending = ncap;
+  }
+  pending_msg *pm = &b->pending[b->npending++];
+  pm->round = round;
+  pm->src = src_gid;
+  pm->flags = flags;
+  memset(&pm->rec, 0, sizeof pm->rec);
+  blk_buffer_init(&pm->payload);
+  blk_buffer_swap(&pm->payload, payload);
+  spill_if_out(s, b, &pm->payload, &pm->rec);
+}
+
+static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
+  receive(ctx, msg->dst_gid, msg->src_gid, msg->key, payload, msg->flags);
+}
+
+static void run_block(void *arg) {
+  rblock *b = arg;
+  rstate *s = b->s;
+  void *block = b->with_block ? blk__table_at(&s->m->table, b->lid)->data : NULL;
+  b->code = blk__run_callback(s->fn, block, &b->proxy, s->user, s->d->own_codes, &b->why);
+}
+
+/* On the driver, just before the task runs: spilled inputs come back. */
+static int prepare(void *arg) {
+  rblock *b = arg;
+  rstate *s = b->s;
+  for (int i = 0; i < b->nin; i++) {
+    int rc = blk__budget_restore_queue(&s->m->budget, &b->in[i], &b->in_rec[i]);
+    if (rc) return rc;
+  }
+  b->proxy = (blk_proxy){
+      .cache = s->m->cache,
+      .rank = s->me,
+      .gid = b->gid,
+      .round = b->round,
+      .phase = s->d->name,
+      .nin = b->nin,
+      .nout = b->nout,
+      .in_gids = b->in_gids,
+      .out_gids = b->out_gids,
+      .in = b->in,
+      .out = b->out,
+      .posts = NULL,
+      .results = NULL,
+      .partners = s->p,
+  };
+  return BLK_OK;
+}
+
+/* The scheduler could not load, prepare or start a block: why, now. */
+static void load_failed(void *ctx, int lid, int code) {
+  rstate *s = ctx;
+  blk__op_fail(s->o, code, s->rb[lid].gid, s->rb[lid].round, "%s", blk_last_error());
+}
+
+/* After the callback (ran), or instead of it (a failed block moving on, or
+ * one that could not be loaded): send the out queues, or failed messages,
+ * and move on. */
+static void finish(rstate *s, rblock *b, int ran) {
+  b->busy = 0;
+  if (ran) {
+    blk__op_count_callback(s->o);
+    if (b->code) {
+      blk__note_callback_failure(s->o, b->gid, b->round, b->code, &b->why);
+      b->failed = 1;
+    }
+  } else {
+    b->failed = 1;
+  }
+  if (s->o->aborted) b->failed = 1;
+  for (int i = 0; i < b->nout; i++) {
+    int dst = b->out_gids[i];
+    int rank = blk_assigner_rank(s->a, dst);
+    int flags = 0;
+    if (!b->failed && b->out[i].error) /* an enqueue failed and the callback went on */
+      blk__op_fail(s->o, b->out[i].error, b->gid, b->round,
+                   "the message to gid %d failed to fill (%s)", dst, blk_strerror(b->out[i].error));
+    if (b->failed || b->out[i].error) {
+      blk__buffer_cache_give(s->m->cache, &b->out[i]);
+      flags = BLK__MSG_FAILED;
+    }
+    if (rank == s->me) {
+      blk__op_count_handed(s->o, b->out[i].size);
+      receive(s, dst, b->gid, b->round + 1, &b->out[i], flags);
+      blk__buffer_release(&b->out[i]);
+    } else {
+      blk__msg msg = {s->o->epoch, b->gid, dst, b->round + 1, 0, flags, (int64_t)b->out[i].size};
+      blk__op_send(s->o, rank, &msg, &b->out[i], b->round);
+    }
+  }
+  advance(s, b, b->round + 1);
+}
+
+/* Moves on the failed blocks waiting in the list (see the top). */
+static void skip_failed(rstate *s) {
+  while (s->nskip > 0) {
+    rblock *b = &s->rb[s->skip[--s->nskip]];
+    b->skipping = 0;
+    finish(s, b, 0);
+  }
+}
+
+/* An ABORT arrived: every block fails (a busy one when it finishes). */
+static void abort_all(rstate *s) {
+  s->abort_seen = 1;
+  for (int i = 0; i < s->nblocks; i++) {
+    s->rb[i].failed = 1;
+    mark_ready(s, &s->rb[i]);
+  }
+}
+
+/* The arguments alone: every rank passes the same ones (as to an MPI
+ * collective), so every rank finds the same answer and returns it; no rank
+ * is left waiting, and no message is needed to agree. */
+static int check_arguments(const blk_master *m, const blk_assigner *a, const blk_partners *p) {
+  int nb = blk_partners_nblocks(p);
+  if (blk_assigner_nblocks(a) != nb)
+    return blk__fail(BLK_EINVAL, "reduce: the partners are for %d blocks but the assigner has %d",
+                     nb, blk_assigner_nblocks(a));
+  if (blk_assigner_nranks(a) != blk__comm_size(m->comm))
+    return blk__fail(BLK_EINVAL, "reduce: the assigner has %d ranks but the communicator has %d",
+                     blk_assigner_nranks(a), blk__comm_size(m->comm));
+  return BLK_OK;
+}
+
+/* This rank's blocks against the assigner: the same count, and each one
+ * placed here. Only this rank can see a wrong one; it then aborts the
+ * operation, so every rank returns BLK_EINVAL naming it. */
+static int check_blocks(const blk_master *m, const blk_assigner *a, const blk_partners *p) {
+  int nb = blk_partners_nblocks(p), me = blk__comm_rank(m->comm);
+  int count = blk__table_count(&m->table);
+  for (int i = 0; i < count; i++) {
+    int gid = blk__table_at(&m->table, i)->gid;
+    if (gid >= nb)
+      return blk__fail(BLK_EINVAL, "rank %d has a block with gid %d, but the partners are for %d "
+                       "blocks", me, gid, nb);
+    if (blk_assigner_rank(a, gid) != me)
+      return blk__fail(BLK_EINVAL,
+                       "rank %d has a block with gid %d, which the assigner puts on rank %d", me,
+                       gid, blk_assigner_rank(a, gid));
+  }
+  int want = blk_assigner_local_count(a, me);
+  if (count == want) return BLK_OK;
+  /* Every block here belongs here, so some of the assigner's are missing:
+   * name the first (the list is only built on this path). */
+  int missing = -1, *gids = blk__malloc((size_t)want * sizeof *gids);
+  if (gids) blk_assigner_local_gids(a, me, gids, want);
+  for (int i = 0; gids && i < want && missing < 0; i++)
+    if (blk__table_lid(&m->table, gids[i]) < 0) missing = gids[i];
+  free(gids);
+  return blk__fail(BLK_EINVAL,
+                   "rank %d holds %d blocks, but the assigner puts %d there (gid %d was never "
+                   "added): add every block before a collective",
+                   me, count, want, missing);
+}
+
+/* The driver's per-block records and the scheduler's arguments outlive the
+ * operation: kept by the master (their queue arrays too), so a reduction of
+ * small messages does not spend its time in malloc and free. */
+typedef struct reduce_keep {
+  rblock *rb;
+  void **args;
+  int *skip;
+  int cap;
+} reduce_keep;
+
+static void keep_free(void *mem);
+
+/* Records for the master's blocks, reset; NULL without memory. */
+static rblock *take_records(blk_master *m, void ***args, int **skip) {
+  static const char owner = 0;
+  blk__kept *kept = blk__op_kept(&m->op, &owner, keep_free);
+  reduce_keep *k = kept->mem;
+  int nblocks = blk__table_count(&m->table);
+  if (!k && !(k = kept->mem = blk__calloc(1, sizeof *k))) return NULL;
+  if (k->cap < nblocks || !k->rb) { /* (a rank with no blocks gets one record) */
+    int ncap = nblocks > 2 * k->cap ? nblocks : 2 * k->cap;
+    if (ncap < 1) ncap = 1;
+    if (resize((void **)&k->rb, k->cap, ncap, sizeof *k->rb)) return NULL;
+    void **grown = blk__realloc(k->args, (size_t)ncap * sizeof *grown);
+    if (!grown) return NULL; /* rb grew: its cap still says the old size */
+    k->args = grown;
+    int *sgrown = blk__realloc(k->skip, (size_t)ncap * sizeof *sgrown);
+    if (!sgrown) return NULL;
+    k->skip = sgrown;
+    k->cap = ncap;
+  }
+  for (int i = 0; i < nblocks; i++) {
+    rblock *b = &k->rb[i];
+    b->busy = b->with_block = b->nin = b->nout = b->arrived = b->code = 0;
+    b->failed = b->skipping = 0;
+    b->why = NULL;
+    b->npending = 0;
+    b->round = -1;
+    b->lid = i;
+    b->gid = blk__table_at(&m->table, i)->gid;
+    k->args[i] = b;
+  }
+  *args = k->args;
+  *skip = k->skip;
+  return k->rb;
+}
+
+/* Empties the records at the end of an operation: message storage to the
+ * buffer cache, spilled queues dropped; the arrays stay for the next. */
+static void end_state(rstate *s) {
+  for (int i = 0; s->rb && i < s->nblocks; i++) {
+    rblock *b = &s->rb[i];
+    for (int j = 0; j < b->cap_in; j++) {
+      blk__buffer_cache_give(s->m->cache, &b->in[j]);
+      blk__budget_drop_queue(&s->m->budget, &b->in_rec[j]);
+    }
+    for (int j = 0; j < b->cap_out; j++) blk__buffer_cache_give(s->m->cache, &b->out[j]);
+    for (size_t j = 0; j < b->npending; j++) drop_pending(s, &b->pending[j]);
+    b->npending = 0;
+    free(b->why);
+    b->why = NULL;
+  }
+  blk__sched_free(&s->sched);
+}
+
+static void keep_free(void *mem) {
+  reduce_keep *k = mem;
+  for (int i = 0; i < k->cap; i++) {
+    rblock *b = &k->rb[i];
+    free(b->in_gids);
+    free(b->out_gids);
+    free(b->in);
+    free(b->out);
+    free(b->filled);
+    free(b->in_rec);
+    free(b->pending);
+  }
+  free(k->rb);
+  free(k->args);
+  free(k->skip);
+  free(k);
+}
+
+int blk__reduce_abort(blk_master *m, int code, const char *name) {
+  blk__op *o = &m->op;
+  char why[BLK__FAILURE_WHAT];
+  snprintf(why, sizeof why, "%s", blk_last_error());
+  blk__op_begin(o, name, NULL, NULL);
+  blk__op_abort(o, code, "%s", why);
+  return blk__op_close(o);
+}
+
+/* The driver's loop: runs blocks as their inputs arrive, moves failed ones
+ * on, and once every local block is done, agrees. */
+static void drive(rstate *s) {
+  blk__op *o = s->o;
+  blk__backoff wait = {0};
+  int lids[64], ran[64];
+  for (;;) {
+    if (o->aborted && !s->abort_seen) abort_all(s);
+    skip_failed(s);
+    if (s->finished == s->nblocks && !o->agreements) blk__op_agree_start(o, NULL);
+    /* Sends that read a block's own memory (references) must be complete
+     * before the caller may change it. */
+    if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0) return;
+    blk__sched_pump(&s->sched);
+    int progressed = 0;
+    blk__op_progress(o, &progressed);
+    /* With callbacks running, sleep on the pool (a finished task wakes us);
+     * otherwise poll MPI with backoff. */
+    long timeout = !progressed && s->sched.running ? 50000 : 0;
+    size_t got = blk__sched_collect(&s->sched, lids, ran, 64, timeout);
+    for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    if (progressed || got)
+      blk__backoff_reset(&wait);
+    else if (!s->sched.running)
+      blk__backoff_idle(&wait);
+  }
+}
+
+int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                    void *user, const blk__driver *d) {
+  if (!m) return blk__fail(BLK_EINVAL, "%s: the master is NULL", d->name);
+  if (!fn || !a || !p)
+    return blk__fail(BLK_EINVAL, "%s: the callback, assigner or partners is NULL", d->name);
+  int rc = check_arguments(m, a, p);
+  if (rc) return rc;
+  if ((rc = check_blocks(m, a, p))) return blk__reduce_abort(m, rc, d->name);
+
+  rstate s = {.m = m,
+              .o = &m->op,
+              .a = a,
+              .p = p,
+              .fn = fn,
+              .user = user,
+              .d = d,
+              .me = blk__comm_rank(m->comm),
+              .nblocks = blk__table_count(&m->table)};
+  s.rounds = blk_partners_rounds(p);
+  void **args = NULL;
+  if (!(s.rb = take_records(m, &args, &s.skip)))
+    return blk__reduce_abort(m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks",
+                                          s.nblocks),
+                             d->name);
+  for (int i = 0; i < s.nblocks; i++) s.rb[i].s = &s;
+  if ((rc = blk__sched_init(&s.sched, &m->budget, m->pool, &m->op, run_block, prepare, args)))
+    return blk__reduce_abort(m, rc, d->name);
+  s.sched.on_error = load_failed;
+  s.sched.on_error_ctx = &s;
+  blk__op_begin(s.o, d->name, route_reduce, &s);
+  s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
+  for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[i], 0);
+  drive(&s);
+  rc = blk__op_end(s.o, NULL);
+  end_state(&s);
+  return rc;
+}
+
+int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+               void *user) {
+  static const blk__driver user_callback = {"reduce", NULL, 0};
+  return blk__reduce_run(m, a, p, fn, user, &user_callback);
+}

@@ -1,0 +1,32 @@
+/*
+ * reduce_run.h: the reduction driver as blk's own drivers use it (the array
+ * collectives, all_to_all): with a name for messages, a say over which
+ * rounds need the block in memory, and codes reported as they are.
+ */
+#ifndef BLK_REDUCE_RUN_H
+#define BLK_REDUCE_RUN_H
+
+#include "blk/reduce.h"
+#include "master/master_state.h"
+
+typedef struct blk__driver {
+  const char *name; /* the operation, in messages: "reduce", "all_to_all", ... */
+  /* needs_block(round, user) == 0 runs that round's callback without
+   * loading the block (its block argument is then NULL); NULL: every round
+   * needs it. all_to_all's forwarding rounds touch only messages. */
+  int (*needs_block)(int round, void *user);
+  /* The callback is blk's own: a failing code is reported as it is, with
+   * the detail blk gave it, rather than as BLK_ECALLBACK. */
+  int own_codes;
+} blk__driver;
+
+/* blk_reduce, run as d says. */
+int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                    void *user, const blk__driver *d);
+
+/* For a driver whose setup failed on this rank before the reduction (code,
+ * detail in blk_last_error()): takes part in the operation the other ranks
+ * run, aborting it, and returns the agreed code. */
+int blk__reduce_abort(blk_master *m, int code, const char *name);
+
+#endif

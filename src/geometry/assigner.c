@@ -1,0 +1,135 @@
+/*
+ * assigner.c: gid -> rank policies behind one ops table.
+ *
+ * Each policy supplies rank(gid), local_count(rank) and local_gid(rank, i) as
+ * closed formulas, so an assigner is O(1) in memory and in time per query
+ * whatever the block count. The public functions validate their arguments
+ * once and then dispatch through the table; a new policy is a new table.
+ * Immutable after create: no locking.
+ */
+#include "blk/assigner.h"
+
+#include <stdlib.h>
+
+#include "base/fail.h"
+
+typedef struct assigner_ops {
+  const char *name;
+  int (*rank)(const blk_assigner *a, int gid);              /* gid in range */
+  int (*local_count)(const blk_assigner *a, int rank);      /* rank in range */
+  int (*local_gid)(const blk_assigner *a, int rank, int i); /* i < local_count */
+} assigner_ops;
+
+struct blk_assigner {
+  const assigner_ops *ops;
+  int nranks;
+  int nblocks;
+};
+
+/* Contiguous: ranks below m = nblocks % nranks own b + 1 gids, the rest b. */
+
+static int contiguous_rank(const blk_assigner *a, int gid) {
+  int b = a->nblocks / a->nranks, m = a->nblocks % a->nranks;
+  if (m == 0) return gid / b; /* b + 1 below would overflow for INT_MAX blocks on one rank */
+  int big = m * (b + 1);      /* gids owned by the first m ranks; <= nblocks */
+  if (gid < big) return gid / (b + 1);
+  return m + (gid - big) / b; /* b > 0 here: gid >= big means nblocks > big */
+}
+
+static int contiguous_count(const blk_assigner *a, int rank) {
+  return a->nblocks / a->nranks + (rank < a->nblocks % a->nranks ? 1 : 0);
+}
+
+static int contiguous_gid(const blk_assigner *a, int rank, int i) {
+  int b = a->nblocks / a->nranks, m = a->nblocks % a->nranks;
+  return rank * b + (rank < m ? rank : m) + i;
+}
+
+static const assigner_ops contiguous_ops = {"contiguous", contiguous_rank, contiguous_count,
+                                            contiguous_gid};
+
+/* Round robin: gid g on rank g % nranks. */
+
+static int round_robin_rank(const blk_assigner *a, int gid) {
+  return gid % a->nranks;
+}
+
+static int round_robin_count(const blk_assigner *a, int rank) {
+  return a->nblocks / a->nranks + (rank < a->nblocks % a->nranks ? 1 : 0);
+}
+
+static int round_robin_gid(const blk_assigner *a, int rank, int i) {
+  return rank + i * a->nranks;
+}
+
+static const assigner_ops round_robin_ops = {"round robin", round_robin_rank, round_robin_count,
+                                             round_robin_gid};
+
+static int create(blk_assigner **out, const assigner_ops *ops, int nranks, int nblocks) {
+  if (!out) return blk__fail(BLK_EINVAL, "assigner: out is NULL");
+  *out = NULL;
+  if (nranks < 1)
+    return blk__fail(BLK_EINVAL, "assigner (%s): nranks = %d must be at least 1", ops->name,
+                     nranks);
+  if (nblocks < 1)
+    return blk__fail(BLK_EINVAL, "assigner (%s): nblocks = %d must be at least 1", ops->name,
+                     nblocks);
+  blk_assigner *a = malloc(sizeof *a);
+  if (!a) return blk__fail(BLK_ENOMEM, "assigner: no memory for %zu bytes", sizeof *a);
+  a->ops = ops;
+  a->nranks = nranks;
+  a->nblocks = nblocks;
+  *out = a;
+  return 0;
+}
+
+int blk_assigner_create_contiguous(blk_assigner **out, int nranks, int nblocks) {
+  return create(out, &contiguous_ops, nranks, nblocks);
+}
+
+int blk_assigner_create_round_robin(blk_assigner **out, int nranks, int nblocks) {
+  return create(out, &round_robin_ops, nranks, nblocks);
+}
+
+void blk_assigner_destroy(blk_assigner *a) {
+  free(a);
+}
+
+int blk_assigner_nranks(const blk_assigner *a) {
+  return a ? a->nranks : 0;
+}
+
+int blk_assigner_nblocks(const blk_assigner *a) {
+  return a ? a->nblocks : 0;
+}
+
+int blk_assigner_rank(const blk_assigner *a, int gid) {
+  if (!a) return blk__fail(BLK_EINVAL, "assigner: NULL assigner");
+  if (gid < 0 || gid >= a->nblocks)
+    return blk__fail(BLK_EINVAL, "assigner: gid %d is outside 0..%d", gid, a->nblocks - 1);
+  return a->ops->rank(a, gid);
+}
+
+static int check_rank(const blk_assigner *a, int rank) {
+  if (!a) return blk__fail(BLK_EINVAL, "assigner: NULL assigner");
+  if (rank < 0 || rank >= a->nranks)
+    return blk__fail(BLK_EINVAL, "assigner: rank %d is outside 0..%d", rank, a->nranks - 1);
+  return 0;
+}
+
+int blk_assigner_local_count(const blk_assigner *a, int rank) {
+  int rc = check_rank(a, rank);
+  if (rc) return rc;
+  return a->ops->local_count(a, rank);
+}
+
+int blk_assigner_local_gids(const blk_assigner *a, int rank, int *gids, int max) {
+  int rc = check_rank(a, rank);
+  if (rc) return rc;
+  if (max < 0) return blk__fail(BLK_EINVAL, "assigner: local_gids: max = %d is negative", max);
+  if (max > 0 && !gids)
+    return blk__fail(BLK_EINVAL, "assigner: local_gids: gids is NULL but max = %d", max);
+  int n = a->ops->local_count(a, rank);
+  for (int i = 0; i < n && i < max; i++) gids[i] = a->ops->local_gid(a, rank, i);
+  return n;
+}

@@ -1,0 +1,38 @@
+/*
+ * master_state.h: what a master is made of, for the collectives built on
+ * it (collectives/): its communicator and running operation, its threads,
+ * its blocks and the budget that keeps them in memory, spare message
+ * storage, and the settings it was made with.
+ *
+ * Each part has its own interface (runtime/); the master only holds them
+ * together. Every collective call is one operation (runtime/operation.h):
+ * it gets the next epoch, its messages carry it, and it ends with the
+ * agreement that makes a failure on any rank every rank's.
+ *
+ * The driver thread (the one that created the master) only.
+ */
+#ifndef BLK_MASTER_STATE_H
+#define BLK_MASTER_STATE_H
+
+#include "base/buffer_cache.h"
+#include "base/pool.h"
+#include "base/values.h"
+#include "blk/master.h"
+#include "runtime/block_table.h"
+#include "runtime/budget.h"
+#include "runtime/comm.h"
+#include "runtime/operation.h"
+
+struct blk_master {
+  blk__comm *comm;
+  blk__op op; /* the running (or last) collective operation */
+  blk__pool *pool;
+  blk__buffer_cache *cache; /* spare message storage, shared with comm */
+  blk__table table;         /* this rank's blocks */
+  blk__budget budget;       /* which of them are in memory */
+  blk_master_config cfg;
+  int exchanges;       /* exchanges so far: a foreach callback's round */
+  blk__values results; /* of the last exchange */
+};
+
+#endif

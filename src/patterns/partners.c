@@ -1,0 +1,299 @@
+/*
+ * partners.c: the blk_partners object, an ops table plus its state.
+ *
+ * Built-in patterns (partners_regular.c) and users' patterns go through the same
+ * object: the public queries check p, round and gid against the rounds and nblocks
+ * cached at create, then call the ops, so an ops function only ever sees valid
+ * arguments. Built-ins also answer round_axis/round_radix; a custom pattern leaves
+ * those NULL and gets -1.
+ *
+ * A custom pattern is checked once at create by asking every (round, gid): counts,
+ * ranges, silence of inactive blocks, round 0 and round R, and that each round's
+ * messages sent equal the next round's received. That costs (R+1) * nblocks calls of
+ * each ops function (refused above 2^32: minutes on every rank) and a buffer as large
+ * as the largest group; it also yields max_group. Queries cost what the ops cost plus
+ * O(1). The object never changes after create, so it needs no lock.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "blk/decomposer.h"
+#include "blk/partners.h"
+#include "base/fail.h"
+#include "base/memory_limit.h"
+#include "patterns/partners_regular.h"
+
+/* The most (round, gid) pairs create checks of a custom pattern: 2^32, about
+ * a minute at ~15 ns a pair with trivial ops functions. */
+#define MAX_CHECKED_PAIRS ((uint64_t)1 << 32)
+
+struct blk_partners {
+  const blk_partners_ops *ops;
+  void *state;
+  int (*round_axis)(const void *state, int round);              /* NULL for custom patterns */
+  int (*round_radix)(const void *state, int round);             /* NULL for custom patterns */
+  int (*round_position)(const void *state, int round, int gid); /* NULL for custom patterns */
+  int rounds;
+  int nblocks;
+  int max_group;
+};
+
+/* Wrap a built-in state; on failure the state is freed. */
+static int wrap_regular(blk_partners **out, const blk_partners_ops *ops, blk__regular *s) {
+  blk_partners *p = malloc(sizeof *p);
+  if (p == NULL) {
+    ops->destroy(s);
+    return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
+  }
+  p->ops = ops;
+  p->state = s;
+  p->round_axis = blk__regular_round_axis;
+  p->round_radix = blk__regular_round_radix;
+  p->round_position = blk__regular_round_position;
+  p->rounds = ops->rounds(s);
+  p->nblocks = ops->nblocks(s);
+  p->max_group = blk__regular_max_group(s);
+  *out = p;
+  return 0;
+}
+
+int blk_partners_create(blk_partners **out, blk_pattern pattern, int dim, const int *divisions,
+                        int k, int contiguous) {
+  if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
+  *out = NULL;
+  const blk_partners_ops *ops = NULL;
+  blk__regular *s = NULL;
+  int rc = blk__regular_create_k(&ops, &s, pattern, dim, divisions, k, contiguous);
+  if (rc != 0) return rc;
+  return wrap_regular(out, ops, s);
+}
+
+int blk_partners_create_for(blk_partners **out, blk_pattern pattern, const blk_decomposer *d, int k,
+                            int contiguous) {
+  if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
+  *out = NULL;
+  if (d == NULL) return blk__fail(BLK_EINVAL, "partners: the decomposer is NULL");
+  int divisions[BLK_MAX_DIM];
+  blk_decomposer_divisions(d, divisions);
+  return blk_partners_create(out, pattern, blk_decomposer_dim(d), divisions, k, contiguous);
+}
+
+int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,
+                               const int *divisions, int nrounds, const int *axes,
+                               const int *radices, int contiguous) {
+  if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
+  *out = NULL;
+  const blk_partners_ops *ops = NULL;
+  blk__regular *s = NULL;
+  int rc = blk__regular_create_rounds(&ops, &s, pattern, dim, divisions, nrounds, axes, radices,
+                                      contiguous);
+  if (rc != 0) return rc;
+  return wrap_regular(out, ops, s);
+}
+
+/* ---- custom patterns ---- */
+
+typedef int (*list_fn)(const void *state, int round, int gid, int *gids, int max);
+
+/* A scratch list that grows to the largest group seen. */
+typedef struct scratch {
+  int *gids;
+  int cap;
+} scratch;
+
+/* Ask fn for a whole list into sc; returns 0 or an error, the count in *count. */
+static int ask(scratch *sc, list_fn fn, const char *name, const void *state, int round, int gid,
+               int nblocks, int *count) {
+  int n = fn(state, round, gid, sc->gids, sc->cap);
+  /* A gid is listed at most once, so a longer list is wrong: refused before
+   * the scratch grows to hold it. */
+  if (n > nblocks)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom %s(round %d, gid %d) returned %d partners, more than the "
+                     "%d blocks",
+                     name, round, gid, n, nblocks);
+  if (n > sc->cap) {
+    int rc = blk__memory_check((uint64_t)n, sizeof(int),
+                               "partners: custom %s(round %d, gid %d) lists %d partners", name,
+                               round, gid, n);
+    if (rc) return rc;
+    int *grown = realloc(sc->gids, (size_t)n * sizeof *grown);
+    if (grown == NULL) return blk__fail(BLK_ENOMEM, "partners: no memory for %d partner gids", n);
+    sc->gids = grown;
+    sc->cap = n;
+    int again = fn(state, round, gid, sc->gids, sc->cap);
+    if (again != n)
+      return blk__fail(BLK_EINVAL,
+                       "partners: custom %s(round %d, gid %d) returned %d, then %d: not a "
+                       "pure function",
+                       name, round, gid, n, again);
+  }
+  *count = n;
+  return 0;
+}
+
+/* Check one list of a custom pattern (see the top of the file). */
+static int check_list(const scratch *sc, const char *name, int round, int gid, int count,
+                      int active, int rounds, int nblocks, int is_out) {
+  if (count < 0)
+    return blk__fail(BLK_EINVAL, "partners: custom %s(round %d, gid %d) returned %d, below 0", name,
+                     round, gid, count);
+  if (count == 0) return 0;
+  if (!active)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom %s(round %d, gid %d) returned %d partners for an "
+                     "inactive block",
+                     name, round, gid, count);
+  if (!is_out && round == 0)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom %s(round 0, gid %d) returned %d partners; round 0 "
+                     "receives nothing",
+                     name, gid, count);
+  if (is_out && round == rounds)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom %s(round %d, gid %d) returned %d partners; the last "
+                     "round sends nothing",
+                     name, round, gid, count);
+  for (int i = 0; i < count; i++)
+    if (sc->gids[i] < 0 || sc->gids[i] >= nblocks)
+      return blk__fail(BLK_EINVAL,
+                       "partners: custom %s(round %d, gid %d) lists gid %d, outside 0..%d", name,
+                       round, gid, sc->gids[i], nblocks - 1);
+  return 0;
+}
+
+static int check_custom(const blk_partners_ops *ops, const void *state, int rounds, int nblocks,
+                        int *max_group) {
+  scratch sc = {malloc(16 * sizeof(int)), 16};
+  if (sc.gids == NULL) return blk__fail(BLK_ENOMEM, "partners: no memory for 16 partner gids");
+  long long sent_before = 0;
+  int rc = 0, most = 0;
+  for (int r = 0; rc == 0; r++) {
+    long long sent = 0, received = 0;
+    for (int g = 0; g < nblocks && rc == 0; g++) {
+      int active = ops->active(state, r, g) != 0, nin = 0, nout = 0;
+      rc = ask(&sc, ops->in_partners, "in_partners", state, r, g, nblocks, &nin);
+      if (rc == 0) rc = check_list(&sc, "in_partners", r, g, nin, active, rounds, nblocks, 0);
+      if (rc == 0) rc = ask(&sc, ops->out_partners, "out_partners", state, r, g, nblocks, &nout);
+      if (rc == 0) rc = check_list(&sc, "out_partners", r, g, nout, active, rounds, nblocks, 1);
+      received += nin;
+      sent += nout;
+      if (nin > most) most = nin;
+      if (nout > most) most = nout;
+    }
+    if (rc == 0 && r > 0 && received != sent_before)
+      rc = blk__fail(BLK_EINVAL,
+                     "partners: custom pattern sends %lld messages in round %d but receives "
+                     "%lld in round %d",
+                     sent_before, r - 1, received, r);
+    sent_before = sent;
+    if (r == rounds) break;
+  }
+  free(sc.gids);
+  *max_group = most;
+  return rc;
+}
+
+int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state) {
+  if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
+  *out = NULL;
+  if (ops == NULL) return blk__fail(BLK_EINVAL, "partners: ops is NULL");
+  const char *missing = ops->rounds == NULL         ? "rounds"
+                        : ops->nblocks == NULL      ? "nblocks"
+                        : ops->active == NULL       ? "active"
+                        : ops->in_partners == NULL  ? "in_partners"
+                        : ops->out_partners == NULL ? "out_partners"
+                                                    : NULL;
+  if (missing != NULL) return blk__fail(BLK_EINVAL, "partners: ops->%s is NULL", missing);
+  int rounds = ops->rounds(state), nblocks = ops->nblocks(state), max_group = 0;
+  if (rounds < 0)
+    return blk__fail(BLK_EINVAL, "partners: custom rounds() = %d, must be >= 0", rounds);
+  if (nblocks < 1)
+    return blk__fail(BLK_EINVAL, "partners: custom nblocks() = %d, must be >= 1", nblocks);
+  /* Round R + 1 is how a driver says "finished" (reduce.c). */
+  if (rounds == INT_MAX)
+    return blk__fail(BLK_EINVAL, "partners: custom rounds() = %d, must be below INT_MAX", rounds);
+  /* The check below asks every (round, gid); past this many it would run
+   * for minutes on every rank before anything is sent. */
+  uint64_t pairs = ((uint64_t)rounds + 1) * (uint64_t)nblocks;
+  if (pairs > MAX_CHECKED_PAIRS)
+    return blk__fail(BLK_EINVAL,
+                     "partners: custom pattern of rounds() = %d over nblocks() = %d: checking it "
+                     "takes (rounds + 1) x nblocks = %llu calls of each function, more than the "
+                     "2^32 blk allows",
+                     rounds, nblocks, (unsigned long long)pairs);
+  int rc = check_custom(ops, state, rounds, nblocks, &max_group);
+  if (rc != 0) return rc;
+
+  blk_partners *p = malloc(sizeof *p);
+  if (p == NULL)
+    return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
+  p->ops = ops;
+  p->state = state;
+  p->round_axis = NULL;
+  p->round_radix = NULL;
+  p->round_position = NULL;
+  p->rounds = rounds;
+  p->nblocks = nblocks;
+  p->max_group = max_group;
+  *out = p;
+  return 0;
+}
+
+void blk_partners_destroy(blk_partners *p) {
+  if (p == NULL) return;
+  if (p->ops->destroy != NULL) p->ops->destroy(p->state);
+  free(p);
+}
+
+/* ---- queries ---- */
+
+static int valid(const blk_partners *p, int round, int gid) {
+  return p != NULL && round >= 0 && round <= p->rounds && gid >= 0 && gid < p->nblocks;
+}
+
+int blk_partners_rounds(const blk_partners *p) {
+  return p == NULL ? 0 : p->rounds;
+}
+
+int blk_partners_nblocks(const blk_partners *p) {
+  return p == NULL ? 0 : p->nblocks;
+}
+
+int blk_partners_active(const blk_partners *p, int round, int gid) {
+  return valid(p, round, gid) && p->ops->active(p->state, round, gid) != 0;
+}
+
+int blk_partners_in(const blk_partners *p, int round, int gid, int *gids, int max) {
+  if (!valid(p, round, gid)) return 0;
+  int none;
+  if (gids == NULL || max < 0) max = 0;
+  return p->ops->in_partners(p->state, round, gid, max > 0 ? gids : &none, max);
+}
+
+int blk_partners_out(const blk_partners *p, int round, int gid, int *gids, int max) {
+  if (!valid(p, round, gid)) return 0;
+  int none;
+  if (gids == NULL || max < 0) max = 0;
+  return p->ops->out_partners(p->state, round, gid, max > 0 ? gids : &none, max);
+}
+
+int blk_partners_max_group(const blk_partners *p) {
+  return p == NULL ? 0 : p->max_group;
+}
+
+int blk_partners_round_axis(const blk_partners *p, int round) {
+  if (p == NULL || p->round_axis == NULL) return -1;
+  return p->round_axis(p->state, round);
+}
+
+int blk_partners_round_radix(const blk_partners *p, int round) {
+  if (p == NULL || p->round_radix == NULL) return -1;
+  return p->round_radix(p->state, round);
+}
+
+int blk_partners_round_position(const blk_partners *p, int round, int gid) {
+  if (p == NULL || p->round_position == NULL) return -1;
+  return p->round_position(p->state, round, gid);
+}

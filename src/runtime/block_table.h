@@ -1,0 +1,100 @@
+/*
+ * block_table.h: a rank's blocks, found by local index (lid) or gid, with
+ * their links and their exchange queues, and the user's callbacks that
+ * make, free, save and load them.
+ *
+ * A block's record says where the block is: in memory (resident, data
+ * valid) or in storage (rec). Moving blocks between the two is the
+ * budget's job (budget.h), through the records here; the table itself
+ * never evicts or loads.
+ *
+ * Invariants: blocks[lid] for lid in 0..count-1, in the order added; lids
+ * maps gid -> lid. Each block has one in and one out queue per link, and
+ * per queue a storage record that is valid iff its stored > 0.
+ *
+ * Threads: the master's driver thread changes the table. A callback on a
+ * pool thread touches only its own block's queues and posts, and the
+ * driver leaves them alone while it runs, so nothing here is locked.
+ */
+#ifndef BLK_BLOCK_TABLE_H
+#define BLK_BLOCK_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/gid_map.h"
+#include "base/values.h"
+#include "blk/buffer.h"
+#include "blk/link.h"
+#include "storage/storage.h"
+
+/* Where a link's messages land: worked out when the block is added. */
+typedef struct blk__link_key {
+  int32_t code;     /* this link's direction, base-3 digits (dir + 1) */
+  int32_t rev_code; /* the code of the reverse direction */
+  int32_t occ;      /* earlier links with the same gid and direction */
+} blk__link_key;
+
+typedef struct blk__block {
+  int gid;
+  void *data; /* valid iff resident */
+  int nlinks;
+  blk_link *links;
+  int *link_gids;
+  blk__link_key *keys;
+  blk_buffer *in;  /* one per link: delivered by the last exchange */
+  blk_buffer *out; /* one per link: enqueued for the next exchange */
+  blk__values posts;
+  /* Out-of-core (budget.h). */
+  int resident;
+  int pins; /* tasks using the block now: never evicted while > 0 */
+  uint64_t last_use;
+  size_t bytes;   /* what the size callback said when it was last measured */
+  blk__record rec; /* the block, while not resident */
+  blk__record *in_rec, *out_rec;
+} blk__block;
+
+/* The user's block callbacks (blk_master_config's), as blk calls them. */
+typedef struct blk__block_fns {
+  int (*create)(void **block, int gid, void *user);
+  void (*destroy)(void *block, int gid, void *user);
+  int (*save)(blk_buffer *out, const void *block, int gid, void *user);
+  int (*load)(void *block, blk_buffer *in, int gid, void *user);
+  size_t (*size)(const void *block, int gid, void *user);
+  void *user;
+} blk__block_fns;
+
+typedef struct blk__table {
+  blk__block *blocks;
+  int count, cap;
+  blk__gid_map lids;
+  blk__block_fns fns;
+  int nranks; /* links must name ranks in 0..nranks-1 */
+} blk__table;
+
+void blk__table_init(blk__table *t, const blk__block_fns *fns, int nranks);
+
+/* Destroys every resident block (fns.destroy, if set) and frees the
+ * records and queues. Storage records are the budget's to drop. */
+void blk__table_free(blk__table *t);
+
+/* Adds block data with gid and copies of its links, resident; returns its
+ * lid, or BLK_EINVAL (gid < 0 or already here, a bad link) or BLK_ENOMEM,
+ * with a detail, leaving the table and the block as they were. */
+int blk__table_add(blk__table *t, int gid, void *data, const blk_link *links, int nlinks);
+
+static inline int blk__table_count(const blk__table *t) {
+  return t->count;
+}
+
+/* The record of lid (0 <= lid < count). */
+static inline blk__block *blk__table_at(const blk__table *t, int lid) {
+  return &t->blocks[lid];
+}
+
+/* The lid of gid, or -1 if it is not here. O(1). */
+static inline int blk__table_lid(const blk__table *t, int gid) {
+  return blk__gid_map_get(&t->lids, gid);
+}
+
+#endif

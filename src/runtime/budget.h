@@ -1,0 +1,86 @@
+/*
+ * budget.h: which blocks are in memory, and moving them out and back.
+ *
+ * With a budget (cfg.mem_blocks and/or cfg.mem_bytes) at most that many
+ * blocks are in memory at once. Making a block resident evicts the least
+ * recently used block that no task is using (pins == 0): saved with the
+ * user's save callback, encoded, checksummed and written to storage; only
+ * after the write succeeded is the block destroyed. A block's exchange
+ * queues of at least cfg.queue_spill_bytes go out with it and come back
+ * with it. Without a budget every block stays resident and nothing here
+ * does any work.
+ *
+ * Everything here runs on the master's driver thread; a pinned block is
+ * never evicted, so a callback running on the pool keeps its block.
+ */
+#ifndef BLK_BUDGET_H
+#define BLK_BUDGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/block_table.h"
+#include "storage/storage.h"
+
+/* Record kinds in storage. */
+enum { BLK__RECORD_BLOCK = 1, BLK__RECORD_QUEUE = 2 };
+
+/* Returned by blk__budget_acquire when every resident block is pinned: wait
+ * for a task to finish and try again. Not an error. */
+#define BLK__BUDGET_FULL 1
+
+/* The out-of-core settings (blk_master_config's). */
+typedef struct blk__budget_settings {
+  int mem_blocks;           /* 0: no limit */
+  size_t mem_bytes;         /* 0: no limit */
+  size_t queue_spill_bytes; /* queues at least this large go out with their block */
+  size_t shuffle;           /* byte-shuffle element size, 0 = none */
+  const char *spill_dir;    /* NULL: $TMPDIR or /tmp */
+  int spill_in_memory;
+  int compression_level; /* 0: the codec's default */
+} blk__budget_settings;
+
+typedef struct blk__budget {
+  blk__table *table; /* the blocks it keeps within the budget */
+  int max_blocks;     /* 0: no limit */
+  size_t max_bytes;   /* 0: no limit */
+  size_t queue_bytes; /* queues at least this large are spilled */
+  size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
+  blk__storage *storage;
+  int resident, resident_peak;
+  size_t resident_bytes;
+  uint64_t clock;
+  uint64_t loads, evictions, queues_spilled, queues_restored;
+} blk__budget;
+
+/* Validates the out-of-core settings against the table's callbacks and
+ * opens storage. BLK_EINVAL (a budget without save/load/create/destroy,
+ * mem_bytes without size, negative values), BLK_EIO (spill dir). */
+int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *set, int rank);
+void blk__budget_free(blk__budget *b);
+int blk__budget_active(const blk__budget *b);
+
+/* Makes block lid resident and pins it (loading it, and evicting others to
+ * make room, if needed). Returns 0, BLK__BUDGET_FULL (nothing evictable now),
+ * or an error (a failed eviction or load; the detail names gid and path). */
+int blk__budget_acquire(blk__budget *b, int lid);
+/* Unpins a block and marks it most recently used. */
+void blk__budget_release(blk__budget *b, int lid);
+/* Loads lid ahead of use if that needs no eviction of a block in want[lid]
+ * (a block about to run). Returns 1 if it loaded, 0 if not, or an error. */
+int blk__budget_prefetch(blk__budget *b, int lid, const unsigned char *want);
+/* Whether lid's block is in memory. */
+int blk__budget_resident(const blk__budget *b, int lid);
+/* Counts a block just added to the table (resident, not pinned),
+ * evicting others if the budget is exceeded. */
+int blk__budget_added(blk__budget *b, int lid);
+
+/* Writes a queue buffer to storage and frees its memory (no-op if it is
+ * below the threshold or there is no storage). On failure the buffer stays. */
+int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec);
+/* Reads a spilled queue back (no-op if it was not spilled). */
+int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec);
+/* Drops a spilled queue's record. */
+void blk__budget_drop_queue(blk__budget *b, blk__record *rec);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * comm.h: blk's messages between ranks (the only MPI point-to-point code).
+ *
+ * A message is a fixed header (blk__msg) and a payload of any 64-bit size.
+ * Small payloads travel inside the header message; larger ones follow as
+ * their own message(s), sent straight from the sender's buffer and received
+ * straight into the buffer the receiver keeps, so a big payload is never
+ * copied by blk. Payloads over 1 GiB go in 1 GiB pieces (MPI counts are int).
+ *
+ * Headers are received in any order from any source (matched probe); a
+ * payload follows its header on a second tag, and MPI's non-overtaking rule
+ * for one (source, tag) pair keeps each payload with its header.
+ *
+ * Headers may be sent synchronously (MPI_Issend), which lets a caller know
+ * when the receiver has matched every header it sent: the basis of the
+ * exchange's termination test (a non-blocking consensus, Hoefler et al.'s
+ * NBX), where nobody knows in advance who sends to whom.
+ *
+ * Failures: a send that cannot start (no memory for its record, or MPI
+ * refusing the header) is returned and nothing of it is under way. Past
+ * that point a message is partly under way and its peer waits for the
+ * rest: an MPI error then (MPI's state after one is undefined), or no
+ * memory for a large payload the sender waits to hand over, stops the job
+ * with a message naming the call and the peer.
+ *
+ * Only the thread that created the comm calls these functions.
+ */
+#ifndef BLK_COMM_H
+#define BLK_COMM_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blk/buffer.h"
+#include "base/buffer_cache.h"
+
+typedef struct blk__msg {
+  uint32_t op;     /* operation number (epoch), compared modulo 2^32 */
+  int32_t src_gid; /* sending block */
+  int32_t dst_gid; /* receiving block */
+  int32_t key;     /* operation-specific (round, link direction) */
+  int32_t aux;     /* operation-specific (link occurrence) */
+  int32_t flags;   /* BLK__MSG_* (operation.h) */
+  int64_t size;    /* payload bytes */
+} blk__msg;
+
+typedef struct blk__comm blk__comm;
+
+/* Called for every message that has fully arrived. A large payload comes
+ * in its own storage, which the callee may take with blk_buffer_swap (what
+ * it leaves goes to the cache); a small one (inline) is a reference
+ * (blk__buffer_is_ref) to bytes lent only for the call: the callee copies
+ * what it keeps. */
+typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
+
+/* Takes over comm (a duplicate the caller made for blk, with
+ * MPI_ERRORS_RETURN; freed by destroy) and installs the panic handler that
+ * stops every rank. Payload storage comes from cache and goes back to it
+ * (NULL: malloc). BLK_ENOMEM (comm is then still the caller's). */
+int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache);
+void blk__comm_destroy(blk__comm *c);
+
+int blk__comm_rank(const blk__comm *c);
+int blk__comm_size(const blk__comm *c);
+MPI_Comm blk__comm_mpi(const blk__comm *c);
+
+/* Starts sending msg (with msg->size = payload->size) and payload to
+ * dst_rank. The comm takes payload's storage (payload is left empty, or
+ * keeps its storage if the payload went inline) and gives it to the cache
+ * once sent. A reference payload is sent from the memory it refers to.
+ * synchronous: the header is an MPI_Issend, counted by blk__comm_unmatched
+ * until the receiver has matched it. BLK_ENOMEM or BLK_EMPI when the send
+ * could not start: then nothing was sent and payload is as it was. */
+int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,
+                   int synchronous);
+
+/* One pass of progress: completes finished sends, receives headers that
+ * have arrived (if probe is set) and payloads that have completed, calling
+ * deliver for each message that is whole. *progressed is set to 1 if
+ * anything happened. */
+void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, void *ctx, int probe,
+                        int *progressed);
+
+/* Synchronous headers not yet matched by their receiver. */
+size_t blk__comm_unmatched(const blk__comm *c);
+/* What this comm has sent so far (for the log's per-operation figures). */
+typedef struct blk__comm_counts {
+  uint64_t messages, bytes;
+} blk__comm_counts;
+void blk__comm_counts_get(const blk__comm *c, blk__comm_counts *out);
+
+/* Sends not complete, and payload receives not complete. */
+size_t blk__comm_sends_pending(const blk__comm *c);
+size_t blk__comm_recvs_pending(const blk__comm *c);
+/* Sends whose payload is a reference (buffer_cache.h) not yet complete: the
+ * memory they read must stay as it is until this is 0. */
+size_t blk__comm_ref_sends(const blk__comm *c);
+
+/* Turns an MPI return code into BLK_OK or BLK_EMPI with MPI's text. */
+int blk__comm_check(int mpi_rc, const char *what);
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * proxy_state.h: what a callback's proxy points at (blk/proxy.h), filled by
+ * the driver that runs the callback (foreach, exchange's callers, the
+ * reduction driver, all_to_all).
+ *
+ * A proxy only points into a block's queues, so making one per callback
+ * costs nothing. It is used by the one pool thread running its callback.
+ */
+#ifndef BLK_PROXY_STATE_H
+#define BLK_PROXY_STATE_H
+
+#include "base/buffer_cache.h"
+#include "base/fail.h"
+#include "base/values.h"
+#include "blk/link.h"
+#include "blk/partners.h"
+#include "blk/proxy.h"
+
+struct blk_proxy {
+  blk__buffer_cache *cache; /* storage for growing out queues */
+  int rank;
+  int gid;
+  int round;
+  const char *phase; /* "foreach", "reduce", ... for messages */
+  int nin, nout;
+  const int *in_gids, *out_gids;
+  const blk_link *links; /* foreach only */
+  blk_buffer *in, *out;
+  blk__values *posts;            /* NULL where posting is not allowed */
+  const blk__values *results;    /* of the last exchange */
+  const blk_partners *partners;  /* a reduction's pattern; NULL elsewhere */
+  /* all_to_all's send phase: the out queue for any gid, created on demand
+   * (updates nout, out_gids, out); NULL elsewhere. */
+  int (*open_out)(blk_proxy *p, int gid);
+  void *hook;
+};
+
+/* Makes empty out queue i refer to data (n bytes) instead of copying it
+ * (buffer_cache.h). For drivers that know the bytes stay valid and
+ * unchanged until the operation ends, and only without a memory budget (a
+ * reference cannot be spilled). */
+void blk__proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n);
+
+/* Stops the job naming the rank, gid, phase and round. */
+void blk__proxy_misuse(const blk_proxy *p, const char *fmt, ...) BLK__PRINTF(2, 3) BLK__NORETURN;
+
+#endif

@@ -1,0 +1,820 @@
+/*
+ * storage.c: records of swapped-out blocks and queues, in one spill file per
+ * process or compressed in memory (see storage.h).
+ *
+ * The spill file never has a name while it holds data, so no way the process
+ * ends (destroy, MPI_Abort, a crash, SIGKILL) can leave it behind: the kernel
+ * frees an unnamed file when its last descriptor closes. Where the file
+ * system supports it (Linux, O_TMPFILE) the file is created without a name;
+ * otherwise it is created under a random name with O_EXCL and that name is
+ * unlinked at once, before create returns. Only a kill inside that window of
+ * two system calls can leave a file, and only on the fallback. blk__storage_path
+ * gives a label for messages, never a path to open. The file is reached only
+ * through the descriptor, so removing the directory mid-run changes nothing.
+ *
+ * A record is a 64-byte header followed by the codec's encoding of the raw
+ * bytes. The header, in native byte order (the file never outlives the
+ * process that wrote it), at these byte offsets:
+ *    0  u32  magic 0x534B4C42 ("BLKS" read as little-endian bytes)
+ *    4  u16  format version (1)
+ *    6  u16  header size (64)
+ *    8  i32  gid
+ *   12  i32  kind (the caller's label)
+ *   16  u32  codec format bits (as blk__codec_encode returned them)
+ *   20  u32  reserved, 0
+ *   24  u64  raw size (bytes before compression)
+ *   32  u64  stored size (header + encoded bytes)
+ *   40  u64  blk__checksum of the encoded bytes, seed SEED_DATA
+ *   48  u64  the record's own offset in the file (UINT64_MAX in memory), so
+ *            a record read from the wrong place is caught
+ *   56  u64  blk__checksum of bytes 0..55, seed SEED_HEADER
+ * The header checksum is verified first, then every field against the
+ * caller's blk__record, then the data checksum, then the decoder's own
+ * checks; only then are bytes handed back.
+ *
+ * Space in the file: every record takes an extent of its stored size rounded
+ * up to ALIGN bytes. Free extents are kept in an array sorted by offset.
+ * Invariants:
+ *   - free extents are disjoint, never adjacent (a release coalesces with
+ *     both neighbours) and none reaches `end` (free space at the end of the
+ *     file is cut off with ftruncate), so every free extent is followed by a
+ *     live extent and nfree <= live extents;
+ *   - put reserves room for live + 1 free extents before it allocates, so
+ *     returning an extent (release, or undoing a failed put) never needs
+ *     memory and cannot fail;
+ *   - free_bytes is the sum of the free extents; end (file_bytes) is the
+ *     logical size of the file, live + free bytes.
+ * A put takes the first free extent large enough (first fit), from its
+ * start; only when none fits does the file grow at `end`. A failed write
+ * hands its extent back the same way a release does (cutting the file back
+ * if it had grown), so a failed put changes nothing.
+ * A test hole (blk__storage_test_hole) is an extent taken at the end and
+ * never written or released; it counts as live.
+ * Nothing is fsync'ed: the file is scratch space that dies with the process.
+ *
+ * Memory mode (no directory): a record is one malloc'd block, a list node
+ * followed by the stored bytes (rec->mem points past the node); the list lets
+ * destroy free records the caller never released.
+ *
+ * Cost: put and get are one pass of the codec and one checksum pass over the
+ * encoded bytes, plus one pwrite (get: two preads) per GiB; the allocator
+ * scans the free array (first fit, O(nfree)) and a release does a binary
+ * search and one memmove of the array (O(nfree)); nfree <= live records.
+ *
+ * Locking: none. One thread at a time uses a storage (the master's driver).
+ */
+#define _GNU_SOURCE /* O_TMPFILE (glibc shows it only with _GNU_SOURCE) */
+#define _POSIX_C_SOURCE 200809L
+#define _FILE_OFFSET_BITS 64
+
+#include "storage/storage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "storage/checksum.h"
+#include "storage/codec.h"
+#include "base/fail.h"
+#include "base/logger.h"
+
+#define MAGIC UINT32_C(0x534B4C42)
+#define VERSION 1u
+#define HEADER_SIZE 64u
+#define NO_OFFSET UINT64_MAX
+#define SEED_HEADER UINT64_C(0x9E3779B97F4A7C15)
+#define SEED_DATA UINT64_C(0xC2B2AE3D27D4EB4F)
+
+/* Extents are multiples of this, so no sliver too small for any record is
+ * ever left over. */
+#define ALIGN UINT64_C(64)
+
+/* The most one pread/pwrite moves (Linux moves at most 0x7ffff000 anyway). */
+#define IO_CHUNK ((size_t)1 << 30)
+
+/* The scratch buffer is freed after a call that grew it beyond this, so one
+ * huge record does not pin its size in memory for the rest of the run. */
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+/* Header field offsets. */
+enum {
+  H_MAGIC = 0,
+  H_VERSION = 4,
+  H_HSIZE = 6,
+  H_GID = 8,
+  H_KIND = 12,
+  H_FORMAT = 16,
+  H_RESERVED = 20,
+  H_RAW = 24,
+  H_STORED = 32,
+  H_DATA_SUM = 40,
+  H_OFFSET = 48,
+  H_HEADER_SUM = 56
+};
+
+typedef struct extent {
+  uint64_t off, len;
+} extent;
+
+/* Memory mode: what precedes the stored bytes of each record. */
+typedef union mem_node {
+  struct {
+    union mem_node *prev, *next;
+  } link;
+  max_align_t align;
+} mem_node;
+
+struct blk__storage {
+  int fd;     /* the spill file; -1 in memory mode */
+  char *path; /* the spill file's path; NULL in memory mode */
+  blk__codec *codec;
+  blk_buffer scratch; /* disk: the record being written or read */
+  extent *free;       /* free extents sorted by offset */
+  size_t nfree, cap_free;
+  uint64_t live;            /* records put and not yet released */
+  mem_node head;            /* memory mode: circular list of live records */
+  blk__storage_stats stats; /* file_bytes is the logical end of the file */
+};
+
+/* --- small helpers --- */
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* strerror, but thread-safe. _GNU_SOURCE gives glibc's strerror_r, which
+ * returns the text (maybe not in buf); elsewhere it is the XSI one, which
+ * returns 0 or an error. _Generic picks the right reading from the type, so
+ * no guess about the C library is needed. */
+static const char *text_gnu(const char *r, char *buf, size_t n, int e) {
+  (void)buf;
+  (void)n;
+  (void)e;
+  return r;
+}
+static const char *text_xsi(int r, char *buf, size_t n, int e) {
+  if (r != 0) snprintf(buf, n, "error %d", e);
+  return buf;
+}
+static const char *errtext(int e, char *buf, size_t n) {
+  return _Generic(strerror_r(e, buf, n), char *: text_gnu, default: text_xsi)(strerror_r(e, buf, n),
+                                                                               buf, n, e);
+}
+
+static uint64_t round_up(uint64_t n) {
+  return (n + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static const char *where(const blk__storage *s) {
+  return s->fd >= 0 ? s->path : "memory";
+}
+
+static void put_u16(unsigned char *p, uint16_t v) {
+  memcpy(p, &v, sizeof v);
+}
+static void put_u32(unsigned char *p, uint32_t v) {
+  memcpy(p, &v, sizeof v);
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+  memcpy(p, &v, sizeof v);
+}
+static uint16_t get_u16(const unsigned char *p) {
+  uint16_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static uint32_t get_u32(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static uint64_t mix64(uint64_t x) {
+  x += UINT64_C(0x9E3779B97F4A7C15);
+  x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+  x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+  return x ^ (x >> 31);
+}
+
+/* --- the spill file --- */
+
+/* Nonzero: create takes the fallback even where O_TMPFILE works (tests). */
+static atomic_int no_tmpfile;
+
+#ifdef O_TMPFILE
+/* Whether open(O_TMPFILE) failing with e means "not supported here" (so the
+ * fallback should try) rather than a real failure to report: EOPNOTSUPP from
+ * a file system without it, EISDIR from a kernel older than 3.11 (it sees
+ * only O_DIRECTORY | O_RDWR), EINVAL and ENOENT as open(2) lists them for
+ * missing support. ENOENT also means the directory vanished after the stat;
+ * then the fallback fails the same way and reports it. */
+static int tmpfile_unsupported(int e) {
+#if defined(ENOTSUP) && ENOTSUP != EOPNOTSUPP
+  if (e == ENOTSUP) return 1;
+#endif
+  return e == EOPNOTSUPP || e == EISDIR || e == EINVAL || e == ENOENT;
+}
+#endif
+
+/* Writes "<dir>/blk-r<rank>-<12 hex digits of r>.spill" into p[0, cap). */
+static void spill_name(char *p, size_t cap, const char *dir, size_t dlen, int rank, uint64_t r) {
+  snprintf(p, cap, "%.*s/blk-r%d-%012" PRIx64 ".spill", (int)dlen, dir, rank,
+           r & UINT64_C(0xFFFFFFFFFFFF));
+}
+
+/* Creates the spill file in dir, unnamed (see the top of this file). Its
+ * label is "<dir>/blk-r<rank>-<12 hex digits>.spill (unlinked)" either way.
+ * The hex digits mix the pid, both clocks, an address and a counter, so two
+ * processes (of one job or of concurrent jobs) on one node draw different
+ * names for the fallback and O_EXCL settles the rest; they also tell the
+ * storages of one rank apart in messages. */
+static int open_spill(blk__storage *s, const char *dir, int rank) {
+  static atomic_uint counter; /* storages may be created on several threads at once */
+  static const char suffix[] = " (unlinked)";
+  char ebuf[128];
+  int rc = 0, e = 0;
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    e = errno;
+    rc = blk__fail(BLK_EIO, "storage: spill directory %s: %s", dir, errtext(e, ebuf, sizeof ebuf));
+    goto done;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    rc = blk__fail(BLK_EIO, "storage: spill directory %s: %s", dir,
+                   errtext(ENOTDIR, ebuf, sizeof ebuf));
+    goto done;
+  }
+  size_t dlen = strlen(dir);
+  while (dlen > 1 && dir[dlen - 1] == '/') dlen--;
+  if (dlen > 65536) {
+    rc = blk__fail(BLK_EIO, "storage: spill directory %.200s...: %s", dir,
+                   errtext(ENAMETOOLONG, ebuf, sizeof ebuf));
+    goto done;
+  }
+  size_t cap = dlen + 64;
+  s->path = blk__malloc(cap);
+  if (!s->path) {
+    rc = blk__fail(BLK_ENOMEM, "storage: no memory for a path in %s", dir);
+    goto done;
+  }
+  struct timespec rt, mt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mt);
+  uint64_t r = mix64((uint64_t)getpid() ^ ((uint64_t)(uintptr_t)s << 16));
+  r = mix64(r ^ (uint64_t)rt.tv_sec * UINT64_C(1000000007) ^ (uint64_t)rt.tv_nsec);
+  r = mix64(r ^ (uint64_t)mt.tv_nsec ^ ((uint64_t)atomic_fetch_add(&counter, 1u) << 40));
+  const char *how = "O_TMPFILE";
+  int tried_tmpfile = 0;
+#ifdef O_TMPFILE
+  if (!atomic_load(&no_tmpfile)) {
+    tried_tmpfile = 1;
+    do {
+      s->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    } while (s->fd < 0 && errno == EINTR);
+    if (s->fd < 0) {
+      e = errno;
+      if (!tmpfile_unsupported(e)) {
+        rc = blk__fail(BLK_EIO, "storage: creating an unnamed spill file in directory %s: %s", dir,
+                       errtext(e, ebuf, sizeof ebuf));
+        goto done;
+      }
+    }
+  }
+#endif
+  if (s->fd < 0) {
+    how = tried_tmpfile ? "a name unlinked at once (O_TMPFILE is not supported there)"
+                        : "a name unlinked at once";
+    for (int attempt = 0; attempt < 64; attempt++) {
+      r = mix64(r + (uint64_t)attempt);
+      spill_name(s->path, cap, dir, dlen, rank, r);
+      s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (s->fd >= 0) break;
+      e = errno;
+      if (e != EEXIST && e != EINTR) break;
+    }
+    if (s->fd < 0) {
+      rc = blk__fail(BLK_EIO, "storage: creating spill file %s in directory %s: %s", s->path, dir,
+                     errtext(e, ebuf, sizeof ebuf));
+      goto done;
+    }
+    /* The name is ours (O_EXCL, random, an instant old), so it is removed
+     * without checking it is still our file. If it cannot go, the file would
+     * outlive the process: refuse it rather than run with it (the empty
+     * file stays; nothing here can remove it either). */
+    if (unlink(s->path) != 0) {
+      e = errno;
+      rc = blk__fail(BLK_EIO,
+                     "storage: removing the name of spill file %s in directory %s: %s (the empty "
+                     "file is left there)",
+                     s->path, dir, errtext(e, ebuf, sizeof ebuf));
+      close(s->fd);
+      s->fd = -1;
+      goto done;
+    }
+  } else {
+    spill_name(s->path, cap, dir, dlen, rank, r);
+  }
+  /* The label now says there is no such entry. */
+  memcpy(s->path + strlen(s->path), suffix, sizeof suffix);
+  BLK__LOG(BLK_LOG_DEBUG, "storage: spill file %s, created with %s", s->path, how);
+done:
+  if (rc) {
+    free(s->path);
+    s->path = NULL;
+  }
+  return rc;
+}
+
+/* Writes p[0, n) at `off`, in pieces, through EINTR and short writes.
+ * Returns 0 or the errno of the failure. */
+static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off) {
+  size_t done = 0;
+  while (done < n) {
+    size_t chunk = n - done < IO_CHUNK ? n - done : IO_CHUNK;
+    ssize_t w = pwrite(fd, p + done, chunk, (off_t)(off + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return EIO; /* no progress and no reason: do not spin */
+    done += (size_t)w;
+  }
+  return 0;
+}
+
+/* Reads up to n bytes at `off` into p; *got says how many came before the end
+ * of the file. Returns 0 (check *got) or the errno of the failure. */
+static int read_all(int fd, unsigned char *p, size_t n, uint64_t off, size_t *got) {
+  size_t done = 0;
+  while (done < n) {
+    size_t chunk = n - done < IO_CHUNK ? n - done : IO_CHUNK;
+    ssize_t r = pread(fd, p + done, chunk, (off_t)(off + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *got = done;
+      return errno;
+    }
+    if (r == 0) break;
+    done += (size_t)r;
+  }
+  *got = done;
+  return 0;
+}
+
+/* --- free extents --- */
+
+static void set_end(blk__storage *s, uint64_t end) {
+  s->stats.file_bytes = end;
+  if (end > s->stats.file_bytes_peak) s->stats.file_bytes_peak = end;
+}
+
+/* Room for `need` free extents. */
+static int reserve_free(blk__storage *s, size_t need) {
+  if (need <= s->cap_free) return 0;
+  size_t cap = s->cap_free < 16 ? 16 : s->cap_free;
+  while (cap < need) cap *= 2;
+  extent *a = blk__realloc(s->free, cap * sizeof *a);
+  if (!a) return BLK_ENOMEM;
+  s->free = a;
+  s->cap_free = cap;
+  return 0;
+}
+
+/* Takes `len` bytes (a multiple of ALIGN): the first free extent that holds
+ * them, or the end of the file. Returns 0, or EFBIG when the file would pass
+ * what an off_t can address. */
+static int take_extent(blk__storage *s, uint64_t len, uint64_t *off) {
+  for (size_t i = 0; i < s->nfree; i++) {
+    extent *e = &s->free[i];
+    if (e->len < len) continue;
+    *off = e->off;
+    e->off += len;
+    e->len -= len;
+    s->stats.free_bytes -= len;
+    if (e->len == 0) {
+      memmove(e, e + 1, (s->nfree - i - 1) * sizeof *e);
+      s->nfree--;
+    }
+    return 0;
+  }
+  uint64_t end = s->stats.file_bytes;
+  if (len > (uint64_t)INT64_MAX - end) return EFBIG;
+  *off = end;
+  set_end(s, end + len);
+  return 0;
+}
+
+/* Returns [off, off + len) to the free extents, coalescing it with its
+ * neighbours, and cuts free space at the end off the file. Space that is not
+ * live (already free, or outside the file) is the caller's bug. */
+static void give_extent(blk__storage *s, uint64_t off, uint64_t len) {
+  uint64_t end = s->stats.file_bytes;
+  if (len == 0 || off % ALIGN != 0 || off > end || len > end - off)
+    blk__panic("storage: releasing [%" PRIu64 ", +%" PRIu64 ") of %s, which ends at %" PRIu64
+               ": not a record of this storage",
+               off, len, s->path, end);
+  /* i: the first free extent after off. */
+  size_t lo = 0, hi = s->nfree;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->free[mid].off <= off) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  size_t i = lo;
+  extent *prev = i > 0 ? &s->free[i - 1] : NULL;
+  extent *next = i < s->nfree ? &s->free[i] : NULL;
+  if ((prev && prev->off + prev->len > off) || (next && off + len > next->off))
+    blk__panic("storage: releasing [%" PRIu64 ", +%" PRIu64 ") of %s twice: it overlaps free space",
+               off, len, s->path);
+  int join_prev = prev && prev->off + prev->len == off;
+  int join_next = next && off + len == next->off;
+  if (join_prev && join_next) {
+    prev->len += len + next->len;
+    memmove(next, next + 1, (s->nfree - i - 1) * sizeof *next);
+    s->nfree--;
+  } else if (join_prev) {
+    prev->len += len;
+  } else if (join_next) {
+    next->off = off;
+    next->len += len;
+  } else {
+    /* put reserved room for this (see the invariants above). */
+    if (reserve_free(s, s->nfree + 1) != 0) {
+      BLK__LOG(BLK_LOG_WARN, "storage: no memory to track %" PRIu64 " free bytes of %s", len,
+               s->path);
+      return;
+    }
+    memmove(&s->free[i + 1], &s->free[i], (s->nfree - i) * sizeof *s->free);
+    s->free[i] = (extent){off, len};
+    s->nfree++;
+  }
+  s->stats.free_bytes += len;
+
+  extent *last = &s->free[s->nfree - 1];
+  if (last->off + last->len == end) {
+    s->stats.free_bytes -= last->len;
+    s->stats.file_bytes = last->off;
+    s->nfree--;
+    /* Best effort: if the file cannot shrink, the bytes past the logical end
+     * are simply overwritten when it grows again. */
+    if (ftruncate(s->fd, (off_t)s->stats.file_bytes) != 0) {
+      char ebuf[128];
+      BLK__LOG(BLK_LOG_DEBUG, "storage: cutting %s to %" PRIu64 " bytes: %s", s->path,
+               s->stats.file_bytes, errtext(errno, ebuf, sizeof ebuf));
+    }
+  }
+}
+
+/* --- create and destroy --- */
+
+int blk__storage_create(blk__storage **out, const char *dir, int rank, int level) {
+  int rc = 0;
+  *out = NULL;
+  blk__storage *s = blk__calloc(1, sizeof *s);
+  if (!s) {
+    rc = blk__fail(BLK_ENOMEM, "storage: no memory for a storage object");
+    goto done;
+  }
+  s->fd = -1;
+  s->head.link.prev = s->head.link.next = &s->head;
+  blk_buffer_init(&s->scratch);
+  rc = blk__codec_create(&s->codec, level);
+  if (rc) goto done;
+  if (dir) rc = open_spill(s, dir, rank);
+done:
+  if (rc) {
+    blk__storage_destroy(s);
+    s = NULL;
+  }
+  *out = s;
+  return rc;
+}
+
+void blk__storage_destroy(blk__storage *s) {
+  if (!s) return;
+  if (s->fd >= 0) {
+    char ebuf[128];
+    /* The file has no name: closing its last descriptor frees it. */
+    if (close(s->fd) != 0 && errno != EINTR)
+      BLK__LOG(BLK_LOG_WARN, "storage: closing spill file %s: %s", s->path,
+               errtext(errno, ebuf, sizeof ebuf));
+  }
+  for (mem_node *n = s->head.link.next; n && n != &s->head;) {
+    mem_node *next = n->link.next;
+    free(n);
+    n = next;
+  }
+  free(s->free);
+  free(s->path);
+  blk_buffer_free(&s->scratch);
+  blk__codec_destroy(s->codec);
+  free(s);
+}
+
+/* --- put --- */
+
+/* Fills the header at h for the encoded bytes that follow it. */
+static void write_header(unsigned char *h, int gid, int kind, uint32_t format, uint64_t raw,
+                         uint64_t stored, uint64_t data_sum, uint64_t offset) {
+  memset(h, 0, HEADER_SIZE);
+  put_u32(h + H_MAGIC, MAGIC);
+  put_u16(h + H_VERSION, (uint16_t)VERSION);
+  put_u16(h + H_HSIZE, (uint16_t)HEADER_SIZE);
+  put_u32(h + H_GID, (uint32_t)gid);
+  put_u32(h + H_KIND, (uint32_t)kind);
+  put_u32(h + H_FORMAT, format);
+  put_u32(h + H_RESERVED, 0);
+  put_u64(h + H_RAW, raw);
+  put_u64(h + H_STORED, stored);
+  put_u64(h + H_DATA_SUM, data_sum);
+  put_u64(h + H_OFFSET, offset);
+  put_u64(h + H_HEADER_SUM, blk__checksum(h, H_HEADER_SUM, SEED_HEADER));
+}
+
+int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
+                     size_t elem_size, blk__record *rec) {
+  int rc = 0, e = 0;
+  char ebuf[128];
+  const int memory = s->fd < 0;
+  /* Memory mode builds the whole allocation, node first, in the scratch
+   * buffer and then takes its memory (malloc'd by buffer.c). */
+  const size_t prefix = memory ? sizeof(mem_node) : 0;
+  uint64_t off = NO_OFFSET, len = 0;
+
+  blk_buffer_clear(&s->scratch);
+  if (!memory && reserve_free(s, (size_t)s->live + 1) != 0) {
+    rc = blk__fail(BLK_ENOMEM, "storage: no memory to track the free space of %s", s->path);
+    goto done;
+  }
+  if (!blk_buffer_append(&s->scratch, prefix + HEADER_SIZE)) {
+    rc = blk__fail(BLK_ENOMEM, "storage: no memory to write gid %d (%zu bytes)", gid, n);
+    goto done;
+  }
+  uint32_t format = 0;
+  if (n > 0) {
+    double t0 = now_s();
+    rc = blk__codec_encode(s->codec, &s->scratch, raw, n, elem_size, &format);
+    s->stats.seconds_compress += now_s() - t0;
+    if (rc) {
+      char detail[256];
+      snprintf(detail, sizeof detail, "%s", blk_last_error());
+      rc = blk__fail(rc, "storage: encoding %zu bytes of gid %d: %s", n, gid, detail);
+      goto done;
+    }
+  }
+  unsigned char *bytes = s->scratch.data + prefix;
+  const size_t total = s->scratch.size - prefix;
+  const uint64_t stored = (uint64_t)total;
+  const unsigned char *enc = bytes + HEADER_SIZE;
+  const uint64_t data_sum = blk__checksum(enc, total - HEADER_SIZE, SEED_DATA);
+
+  if (memory) {
+    write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, NO_OFFSET);
+    mem_node *node = (mem_node *)(void *)s->scratch.data;
+    mem_node *fit = realloc(node, s->scratch.size); /* give back the slack */
+    if (fit) node = fit;
+    blk_buffer_init(&s->scratch); /* the memory is the record's now */
+    node->link.prev = s->head.link.prev;
+    node->link.next = &s->head;
+    s->head.link.prev->link.next = node;
+    s->head.link.prev = node;
+    bytes = (unsigned char *)(node + 1);
+    set_end(s, s->stats.file_bytes + stored);
+  } else {
+    len = round_up(stored);
+    e = take_extent(s, len, &off);
+    if (e) {
+      rc = blk__fail(BLK_EIO, "storage: writing %" PRIu64 " bytes for gid %d to %s: %s", stored,
+                     gid, s->path, errtext(e, ebuf, sizeof ebuf));
+      goto done;
+    }
+    write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, off);
+    double t0 = now_s();
+    e = write_all(s->fd, bytes, total, off);
+    s->stats.seconds_write += now_s() - t0;
+    if (e) {
+      give_extent(s, off, len);
+      rc = blk__fail(BLK_EIO,
+                     "storage: writing %" PRIu64 " bytes for gid %d to %s (offset %" PRIu64 "): %s",
+                     stored, gid, s->path, off, errtext(e, ebuf, sizeof ebuf));
+      goto done;
+    }
+  }
+  s->live++;
+  s->stats.records_written++;
+  s->stats.bytes_raw_written += (uint64_t)n;
+  s->stats.bytes_stored_written += stored;
+  rec->offset = memory ? -1 : (int64_t)off;
+  rec->stored = stored;
+  rec->raw = (uint64_t)n;
+  rec->mem = memory ? (void *)bytes : NULL;
+  rec->gid = gid;
+done:
+  if (s->scratch.capacity > SCRATCH_KEEP) blk_buffer_free(&s->scratch);
+  return rc;
+}
+
+/* --- get --- */
+
+int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
+  int rc = 0, e = 0;
+  char ebuf[128];
+  const int memory = s->fd < 0;
+  const int gid = rec->gid;
+  const long long roff = (long long)rec->offset;
+  const char *file = where(s);
+  unsigned char hbuf[HEADER_SIZE];
+  const unsigned char *h = hbuf, *enc = NULL;
+  size_t got = 0;
+
+  blk_buffer_clear(out);
+  /* The record named by gid and place: "in <file> at offset <o>" or "in memory". */
+  char place[64];
+  if (memory) {
+    place[0] = '\0';
+  } else {
+    snprintf(place, sizeof place, " at offset %lld", roff);
+  }
+#define CORRUPT(...)                                                                               \
+  do {                                                                                             \
+    char why_[256];                                                                                \
+    snprintf(why_, sizeof why_, __VA_ARGS__);                                                      \
+    rc = blk__fail(BLK_ECORRUPT, "storage: record of gid %d in %s%s: %s", gid, file, place, why_); \
+    goto done;                                                                                     \
+  } while (0)
+
+  if (rec->stored < HEADER_SIZE)
+    CORRUPT("its stored size %" PRIu64 " is smaller than a header", rec->stored);
+  if (rec->stored - HEADER_SIZE > SIZE_MAX || rec->raw > SIZE_MAX)
+    CORRUPT("its sizes (%" PRIu64 " stored, %" PRIu64 " raw) do not fit in memory", rec->stored,
+            rec->raw);
+  const size_t enc_size = (size_t)(rec->stored - HEADER_SIZE);
+  const uint64_t want_off = memory ? NO_OFFSET : (uint64_t)rec->offset;
+
+  if (memory) {
+    if (rec->offset != -1 || !rec->mem) CORRUPT("not a record kept in memory");
+    h = rec->mem;
+  } else {
+    if (rec->offset < 0) CORRUPT("not a record in a file");
+    double t0 = now_s();
+    e = read_all(s->fd, hbuf, HEADER_SIZE, want_off, &got);
+    s->stats.seconds_read += now_s() - t0;
+    if (e) {
+      rc = blk__fail(BLK_EIO, "storage: reading the header of gid %d from %s (offset %lld): %s",
+                     gid, file, roff, errtext(e, ebuf, sizeof ebuf));
+      goto done;
+    }
+    if (got < HEADER_SIZE)
+      CORRUPT("the file ends at byte %" PRIu64 ", inside the header (truncated)", want_off + got);
+  }
+
+  uint64_t hsum = blk__checksum(h, H_HEADER_SUM, SEED_HEADER);
+  if (hsum != get_u64(h + H_HEADER_SUM))
+    CORRUPT("header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+            get_u64(h + H_HEADER_SUM), hsum);
+  if (get_u32(h + H_MAGIC) != MAGIC)
+    CORRUPT("bad magic %08" PRIx32 " (expected %08" PRIx32 ")", get_u32(h + H_MAGIC), MAGIC);
+  if (get_u16(h + H_VERSION) != VERSION || get_u16(h + H_HSIZE) != HEADER_SIZE)
+    CORRUPT("format version %u with a %u-byte header (expected %u, %u)",
+            (unsigned)get_u16(h + H_VERSION), (unsigned)get_u16(h + H_HSIZE), VERSION, HEADER_SIZE);
+  if ((int)get_u32(h + H_GID) != gid) CORRUPT("the header is gid %d's", (int)get_u32(h + H_GID));
+  if (get_u64(h + H_OFFSET) != want_off)
+    CORRUPT("the header was written for offset %" PRIu64, get_u64(h + H_OFFSET));
+  if (get_u64(h + H_STORED) != rec->stored || get_u64(h + H_RAW) != rec->raw)
+    CORRUPT("the header says %" PRIu64 " stored / %" PRIu64 " raw bytes, the record %" PRIu64
+            " / %" PRIu64,
+            get_u64(h + H_STORED), get_u64(h + H_RAW), rec->stored, rec->raw);
+
+  if (memory) {
+    enc = h + HEADER_SIZE;
+  } else {
+    blk_buffer_clear(&s->scratch);
+    unsigned char *p = blk_buffer_append(&s->scratch, enc_size);
+    if (!p) {
+      rc = blk__fail(BLK_ENOMEM, "storage: no memory to read %zu bytes of gid %d from %s", enc_size,
+                     gid, file);
+      goto done;
+    }
+    double t0 = now_s();
+    e = read_all(s->fd, p, enc_size, want_off + HEADER_SIZE, &got);
+    s->stats.seconds_read += now_s() - t0;
+    if (e) {
+      rc = blk__fail(BLK_EIO, "storage: reading %zu bytes of gid %d from %s (offset %lld): %s",
+                     enc_size, gid, file, roff, errtext(e, ebuf, sizeof ebuf));
+      goto done;
+    }
+    if (got < enc_size)
+      CORRUPT("the file ends at byte %" PRIu64 ", inside the data (truncated)",
+              want_off + HEADER_SIZE + got);
+    enc = p;
+  }
+  uint64_t dsum = blk__checksum(enc, enc_size, SEED_DATA);
+  if (dsum != get_u64(h + H_DATA_SUM))
+    CORRUPT("data checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+            get_u64(h + H_DATA_SUM), dsum);
+
+  const size_t raw = (size_t)rec->raw;
+  if (raw == 0) {
+    if (enc_size != 0) CORRUPT("%zu encoded bytes for an empty record", enc_size);
+  } else {
+    void *dst = blk_buffer_append(out, raw);
+    if (!dst) {
+      rc = blk__fail(BLK_ENOMEM, "storage: no memory to decode %zu bytes of gid %d", raw, gid);
+      goto done;
+    }
+    double t0 = now_s();
+    rc = blk__codec_decode(s->codec, dst, raw, enc, enc_size, get_u32(h + H_FORMAT));
+    s->stats.seconds_decompress += now_s() - t0;
+    if (rc == BLK_ECORRUPT) {
+      char detail[200];
+      snprintf(detail, sizeof detail, "%s", blk_last_error());
+      CORRUPT("the decoder rejects it: %s", detail);
+    }
+    if (rc) goto done;
+  }
+  s->stats.records_read++;
+  s->stats.bytes_raw_read += rec->raw;
+  s->stats.bytes_stored_read += rec->stored;
+#undef CORRUPT
+done:
+  if (rc) blk_buffer_clear(out);
+  if (s->scratch.capacity > SCRATCH_KEEP) blk_buffer_free(&s->scratch);
+  return rc;
+}
+
+/* --- release and the rest --- */
+
+void blk__storage_release(blk__storage *s, blk__record *rec) {
+  if (!rec || rec->stored == 0) return;
+  if (s->fd < 0) {
+    if (rec->offset != -1 || !rec->mem ||
+        get_u32((const unsigned char *)rec->mem + H_MAGIC) != MAGIC)
+      blk__panic("storage: releasing gid %d's record, which is not a record in memory", rec->gid);
+    mem_node *node = (mem_node *)rec->mem - 1;
+    node->link.prev->link.next = node->link.next;
+    node->link.next->link.prev = node->link.prev;
+    free(node);
+    s->stats.file_bytes -= rec->stored;
+  } else {
+    if (rec->offset < 0)
+      blk__panic("storage: releasing gid %d's record, which is not in %s", rec->gid, s->path);
+    give_extent(s, (uint64_t)rec->offset, round_up(rec->stored));
+  }
+  s->live--;
+  rec->offset = -1;
+  rec->stored = 0;
+  rec->raw = 0;
+  rec->mem = NULL;
+}
+
+void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out) {
+  *out = s->stats;
+}
+
+int blk__storage_fd(const blk__storage *s) {
+  return s->fd;
+}
+
+const char *blk__storage_path(const blk__storage *s) {
+  return s->path ? s->path : "";
+}
+
+void blk__storage_test_fallback(int on) {
+  atomic_store(&no_tmpfile, on != 0);
+}
+
+int blk__storage_test_hole(blk__storage *s, uint64_t bytes) {
+  char ebuf[128];
+  if (s->fd < 0) return blk__fail(BLK_EINVAL, "storage: a hole needs a spill file");
+  if (reserve_free(s, (size_t)s->live + 1) != 0)
+    return blk__fail(BLK_ENOMEM, "storage: no memory to track the free space of %s", s->path);
+  /* Taken at the end even if free space would hold it, and counted as live
+   * so that nfree <= live still holds. */
+  const uint64_t end = s->stats.file_bytes;
+  if (bytes > (uint64_t)INT64_MAX - ALIGN || round_up(bytes) > (uint64_t)INT64_MAX - end)
+    return blk__fail(BLK_EIO, "storage: a hole of %" PRIu64 " bytes in %s: %s", bytes, s->path,
+                     errtext(EFBIG, ebuf, sizeof ebuf));
+  set_end(s, end + round_up(bytes));
+  s->live++;
+  return 0;
+}
