@@ -1,13 +1,15 @@
 /*
  * blk/blk.h: the umbrella header. Including it gives the whole public API.
  *
- * Layers (docs/architecture.md): foundation (version, error, log, buffer),
+ * Layers (docs/architecture.md): base (version, error, log, buffer, types),
  * geometry (bounds, decomposer, assigner, link), patterns (partners),
- * runtime (master, proxy, reduce).
+ * runtime (proxy), master, collectives (reduce, all_to_all, arrays).
  */
 #ifndef BLK_BLK_H
 #define BLK_BLK_H
 
+/* Grouped by layer, bottom up. */
+/* clang-format off */
 #include "blk/version.h"
 #include "blk/error.h"
 #include "blk/log.h"
@@ -26,5 +28,6 @@
 #include "blk/reduce.h"
 #include "blk/all_to_all.h"
 #include "blk/arrays.h"
+/* clang-format on */
 
 #endif

@@ -89,7 +89,7 @@ typedef struct blk_master_config {
  * (right for doubles, and within 2% of the best for floats), queues of 4 KiB
  * and more go out with their block. */
 #define BLK_MASTER_CONFIG_INIT \
-  {1, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 1, 8, 4096}
+  { 1, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 1, 8, 4096 }
 
 /* compression_level that stores swapped-out data uncompressed (still
  * checksummed). */
@@ -200,9 +200,9 @@ int64_t blk_master_result_i64(const blk_master *m, int i);
 
 /* What out-of-core storage has done so far on this rank. */
 typedef struct blk_master_stats {
-  int blocks_in_memory;        /* now */
-  int blocks_in_memory_peak;   /* the most at any time */
-  uint64_t loads, evictions;   /* blocks read back, blocks written out */
+  int blocks_in_memory;      /* now */
+  int blocks_in_memory_peak; /* the most at any time */
+  uint64_t loads, evictions; /* blocks read back, blocks written out */
   uint64_t queues_spilled, queues_restored;
   uint64_t records_written, records_read;
   uint64_t bytes_raw_written, bytes_stored_written; /* before and after compression */

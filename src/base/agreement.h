@@ -32,7 +32,7 @@
 #define BLK__AGREE_MAX_STEPS 64
 
 typedef struct blk__agree_step {
-  int peer; /* the rank to send to or receive from */
+  int peer;    /* the rank to send to or receive from */
   int send;    /* 1: send the record so far; 0: receive */
   int replace; /* a receive whose record is the result: take it as it is */
   int key;     /* the step's number, the same on both sides */

@@ -6,8 +6,8 @@
 #include <time.h>
 
 enum {
-  SPIN_POLLS = 64,    /* about 10-50 us of polling */
-  YIELD_POLLS = 256,  /* then give the core away but stay runnable */
+  SPIN_POLLS = 64,   /* about 10-50 us of polling */
+  YIELD_POLLS = 256, /* then give the core away but stay runnable */
   MAX_SLEEP_NS = 200000
 };
 

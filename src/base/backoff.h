@@ -14,7 +14,9 @@ typedef struct blk__backoff {
   unsigned idle; /* polls in a row that found nothing */
 } blk__backoff;
 
-static inline void blk__backoff_reset(blk__backoff *b) { b->idle = 0; }
+static inline void blk__backoff_reset(blk__backoff *b) {
+  b->idle = 0;
+}
 
 /* Called after a poll that found nothing. */
 void blk__backoff_idle(blk__backoff *b);

@@ -15,8 +15,8 @@
  *
  * Locking: none; a buffer belongs to one thread at a time.
  */
-#include "base/alloc.h"
 #include "blk/buffer.h"
+#include "base/alloc.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

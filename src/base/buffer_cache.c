@@ -7,15 +7,15 @@
  * there are at most a few dozen slots and each call saves at least a page
  * fault.
  */
-#include "base/alloc.h"
 #include "base/buffer_cache.h"
+#include "base/alloc.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "blk/error.h"
 #include "base/pool.h"
+#include "blk/error.h"
 
 struct blk__buffer_cache {
   blk__mutex *lock;

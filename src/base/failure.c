@@ -50,6 +50,7 @@ int blk__failure_report(const blk__failure *f, const char *op) {
   else if (f->gid >= 0)
     snprintf(where, sizeof where, ", gid %d", f->gid);
   char more[64] = "";
-  if (f->ranks > 1) snprintf(more, sizeof more, " (%d ranks failed; the lowest is named)", f->ranks);
+  if (f->ranks > 1)
+    snprintf(more, sizeof more, " (%d ranks failed; the lowest is named)", f->ranks);
   return blk__fail(f->code, "%s failed on rank %d%s: %s%s", op, f->rank, where, f->what, more);
 }

@@ -1,6 +1,6 @@
 /* gid_map.c: open addressing with linear probing; see gid_map.h. */
-#include "base/alloc.h"
 #include "base/gid_map.h"
+#include "base/alloc.h"
 
 #include <stdint.h>
 #include <stdlib.h>

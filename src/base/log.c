@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blk/error.h"
 #include "base/logger.h"
+#include "blk/error.h"
 
 static atomic_int level = -1;   /* -1: neither read from BLK_LOG nor set yet */
 static atomic_int env_read = 0; /* 1 once a thread has taken the job of reading BLK_LOG */

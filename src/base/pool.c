@@ -74,8 +74,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "base/alloc.h"
 #include "base/pool.h"
+#include "base/alloc.h"
 
 #include <errno.h>
 #include <pthread.h>

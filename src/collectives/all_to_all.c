@@ -40,10 +40,10 @@
 #include "blk/all_to_all.h"
 #include "blk/partners.h"
 #include "blk/reduce.h"
+#include "collectives/reduce_run.h"
 #include "master/master_state.h"
 #include "runtime/callback.h"
 #include "runtime/proxy_state.h"
-#include "collectives/reduce_run.h"
 
 typedef struct item_header {
   int32_t src, dst;
@@ -101,8 +101,8 @@ static int open_out(blk_proxy *p, int gid) {
   return i;
 no_memory:
   b->lost = 1;
-  blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for a queue to gid %d",
-            blk_proxy_gid(p), gid);
+  blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for a queue to gid %d", blk_proxy_gid(p),
+            gid);
   return -2;
 }
 
@@ -186,8 +186,8 @@ static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int 
   blk_buffer *in = blk__calloc((size_t)(n ? n : 1), sizeof *in);
   int rc = BLK_OK;
   if (!gids || !in) {
-    rc = blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals",
-                   blk_proxy_gid(p), n);
+    rc = blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals", blk_proxy_gid(p),
+                   n);
     goto exit;
   }
   for (int i = 0; i < n; i++) {
@@ -215,7 +215,8 @@ exit:
 static int pack(const a2a *s, blk_proxy *p, a2a_block *b) {
   int gid = blk_proxy_gid(p), nout = blk_proxy_out_count(p);
   size_t *bytes = blk__calloc((size_t)(nout ? nout : 1), sizeof *bytes);
-  if (!bytes) return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d messages", gid, nout);
+  if (!bytes)
+    return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d messages", gid, nout);
   for (int i = 0; i < b->n; i++)
     if (b->queues[i].size)
       bytes[blk_partners_round_position(s->p, 0, b->gids[i])] +=
@@ -225,7 +226,8 @@ static int pack(const a2a *s, blk_proxy *p, a2a_block *b) {
     if (bytes[j]) rc = blk__buffer_cache_reserve(s->m->cache, &p->out[j], bytes[j]);
   free(bytes);
   for (int i = 0; i < b->n && !rc; i++)
-    if (b->queues[i].size) rc = forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
+    if (b->queues[i].size)
+      rc = forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
   if (rc) return blk__fail(rc, "all_to_all: gid %d has no memory to pack its messages", gid);
   return BLK_OK;
 }

@@ -30,14 +30,14 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "blk/partners.h"
-#include "blk/reduce.h"
 #include "base/combine.h"
 #include "base/fail.h"
+#include "base/memory_limit.h"
+#include "blk/partners.h"
+#include "blk/reduce.h"
+#include "collectives/reduce_run.h"
 #include "master/master_state.h"
 #include "runtime/proxy_state.h"
-#include "base/memory_limit.h"
-#include "collectives/reduce_run.h"
 
 typedef struct job {
   const blk_arrays *spec;

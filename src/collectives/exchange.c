@@ -58,7 +58,8 @@ static void route_exchange(const blk__msg *msg, blk_buffer *payload, void *ctx) 
   blk_buffer_swap(&dst->in[slot], payload);
   /* Out-of-core: a large queue for a block that is out goes out too (if the
    * write fails it stays in memory; the block loses nothing). */
-  if (!dst->resident) blk__budget_spill_queue(&m->budget, dst->gid, &dst->in[slot], &dst->in_rec[slot]);
+  if (!dst->resident)
+    blk__budget_spill_queue(&m->budget, dst->gid, &dst->in[slot], &dst->in_rec[slot]);
 }
 
 /* Combines the values posted by this rank's blocks into acc and resets

@@ -101,8 +101,8 @@ static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
   }
   for (int i = 0; i < nblocks; i++)
     if (f.codes[i])
-      blk__note_callback_failure(&m->op, blk__table_at(&m->table, i)->gid, m->exchanges,
-                                 f.codes[i], &f.whys[i]);
+      blk__note_callback_failure(&m->op, blk__table_at(&m->table, i)->gid, m->exchanges, f.codes[i],
+                                 &f.whys[i]);
 exit:
   if (sched) blk__sched_free(&s);
 }

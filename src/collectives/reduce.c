@@ -39,10 +39,10 @@
 #include "base/alloc.h"
 #include "base/backoff.h"
 #include "blk/reduce.h"
+#include "collectives/reduce_run.h"
 #include "master/master_state.h"
 #include "runtime/callback.h"
 #include "runtime/proxy_state.h"
-#include "collectives/reduce_run.h"
 #include "runtime/schedule.h"
 
 typedef struct pending_msg {
@@ -248,8 +248,8 @@ static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *
     return;
   }
   if (round <= b->round)
-    blk__panic("%s %u: gid %d got a message from gid %d for round %d while in round %d",
-               s->d->name, s->o->epoch, dst_gid, src_gid, round, b->round);
+    blk__panic("%s %u: gid %d got a message from gid %d for round %d while in round %d", s->d->name,
+               s->o->epoch, dst_gid, src_gid, round, b->round);
   if (b->npending == b->cap_pending) {
     size_t ncap = b->cap_pending ? 2 * b->cap_pending : 4;
     pending_msg *grown = blk__realloc(b->pending, ncap * sizeof *grown);
@@ -396,8 +396,10 @@ static int check_blocks(const blk_master *m, const blk_assigner *a, const blk_pa
   for (int i = 0; i < count; i++) {
     int gid = blk__table_at(&m->table, i)->gid;
     if (gid >= nb)
-      return blk__fail(BLK_EINVAL, "rank %d has a block with gid %d, but the partners are for %d "
-                       "blocks", me, gid, nb);
+      return blk__fail(BLK_EINVAL,
+                       "rank %d has a block with gid %d, but the partners are for %d "
+                       "blocks",
+                       me, gid, nb);
     if (blk_assigner_rank(a, gid) != me)
       return blk__fail(BLK_EINVAL,
                        "rank %d has a block with gid %d, which the assigner puts on rank %d", me,
@@ -559,9 +561,8 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
   s.rounds = blk_partners_rounds(p);
   void **args = NULL;
   if (!(s.rb = take_records(m, &args, &s.skip)))
-    return blk__reduce_abort(m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks",
-                                          s.nblocks),
-                             d->name);
+    return blk__reduce_abort(
+        m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks", s.nblocks), d->name);
   for (int i = 0; i < s.nblocks; i++) s.rb[i].s = &s;
   if ((rc = blk__sched_init(&s.sched, &m->budget, m->pool, &m->op, run_block, prepare, args)))
     return blk__reduce_abort(m, rc, d->name);

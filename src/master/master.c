@@ -109,8 +109,8 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     if (!f.code && !step(&f, rank, blk__comm_create(&m->comm, dup, m->cache)))
       blk__op_init(&m->op, m->comm, m->cache);
     if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads));
-    blk__budget_settings set = {cfg->mem_blocks,      cfg->mem_bytes, cfg->queue_spill_bytes,
-                                cfg->shuffle,         cfg->spill_dir, cfg->spill_in_memory,
+    blk__budget_settings set = {cfg->mem_blocks,       cfg->mem_bytes, cfg->queue_spill_bytes,
+                                cfg->shuffle,          cfg->spill_dir, cfg->spill_in_memory,
                                 cfg->compression_level};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }

@@ -18,10 +18,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "blk/decomposer.h"
-#include "blk/partners.h"
 #include "base/fail.h"
 #include "base/memory_limit.h"
+#include "blk/decomposer.h"
+#include "blk/partners.h"
 #include "patterns/partners_regular.h"
 
 /* The most (round, gid) pairs create checks of a custom pattern: 2^32, about

@@ -54,8 +54,9 @@ static int check_links(const blk__table *t, int gid, const blk_link *links, int 
     if (links[i].gid < 0)
       return blk__fail(BLK_EINVAL, "master: block %d, link %d has gid %d", gid, i, links[i].gid);
     if (links[i].rank < 0 || links[i].rank >= t->nranks)
-      return blk__fail(BLK_EINVAL, "master: block %d, link %d (to gid %d) has rank %d, not in 0..%d",
-                       gid, i, links[i].gid, links[i].rank, t->nranks - 1);
+      return blk__fail(BLK_EINVAL,
+                       "master: block %d, link %d (to gid %d) has rank %d, not in 0..%d", gid, i,
+                       links[i].gid, links[i].rank, t->nranks - 1);
     for (int d = 0; d < BLK_MAX_DIM; d++)
       if (links[i].dir[d] < -1 || links[i].dir[d] > 1)
         return blk__fail(BLK_EINVAL, "master: block %d, link %d has dir[%d] = %d, not -1, 0 or 1",

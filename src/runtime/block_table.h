@@ -49,7 +49,7 @@ typedef struct blk__block {
   int resident;
   int pins; /* tasks using the block now: never evicted while > 0 */
   uint64_t last_use;
-  size_t bytes;   /* what the size callback said when it was last measured */
+  size_t bytes;    /* what the size callback said when it was last measured */
   blk__record rec; /* the block, while not resident */
   blk__record *in_rec, *out_rec;
 } blk__block;

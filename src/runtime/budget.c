@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/codec.h"
 #include "base/fail.h"
 #include "base/logger.h"
+#include "storage/codec.h"
 
 int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *set, int rank) {
   memset(b, 0, sizeof *b);
@@ -57,7 +57,9 @@ void blk__budget_free(blk__budget *b) {
   b->storage = NULL;
 }
 
-int blk__budget_active(const blk__budget *b) { return b->max_blocks > 0 || b->max_bytes > 0; }
+int blk__budget_active(const blk__budget *b) {
+  return b->max_blocks > 0 || b->max_bytes > 0;
+}
 
 int blk__budget_resident(const blk__budget *b, int lid) {
   return blk__table_at(b->table, lid)->resident;
@@ -102,8 +104,8 @@ static int evict(blk__budget *b, int lid) {
   blk_buffer saved = BLK_BUFFER_INIT;
   int rc = fns->save(&saved, blk->data, blk->gid, fns->user);
   if (rc || saved.error) {
-    rc = blk__fail(BLK_ECALLBACK, "budget: the save callback failed for gid %d (code %d)",
-                   blk->gid, rc ? rc : saved.error);
+    rc = blk__fail(BLK_ECALLBACK, "budget: the save callback failed for gid %d (code %d)", blk->gid,
+                   rc ? rc : saved.error);
     goto exit;
   }
   blk__record rec;
@@ -177,8 +179,8 @@ static int load(blk__budget *b, int lid) {
   }
   if ((rc = fns->load(data, &saved, blk->gid, fns->user))) {
     fns->destroy(data, blk->gid, fns->user);
-    rc = blk__fail(BLK_ECALLBACK, "budget: the load callback failed for gid %d (code %d)",
-                   blk->gid, rc);
+    rc = blk__fail(BLK_ECALLBACK, "budget: the load callback failed for gid %d (code %d)", blk->gid,
+                   rc);
     goto exit;
   }
   for (int i = 0; i < blk->nlinks && !rc; i++) {

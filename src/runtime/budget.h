@@ -41,7 +41,7 @@ typedef struct blk__budget_settings {
 } blk__budget_settings;
 
 typedef struct blk__budget {
-  blk__table *table; /* the blocks it keeps within the budget */
+  blk__table *table;  /* the blocks it keeps within the budget */
   int max_blocks;     /* 0: no limit */
   size_t max_bytes;   /* 0: no limit */
   size_t queue_bytes; /* queues at least this large are spilled */

@@ -17,8 +17,8 @@ int blk__callback_error(const char *which, int code) {
   return blk__fail(BLK_ECALLBACK, "the %s returned %d after blk said: %s", which, code, said);
 }
 
-int blk__run_callback(int (*fn)(void *, blk_proxy *, void *), void *block, blk_proxy *p,
-                      void *user, int own_codes, char **why) {
+int blk__run_callback(int (*fn)(void *, blk_proxy *, void *), void *block, blk_proxy *p, void *user,
+                      int own_codes, char **why) {
   blk__clear_error();
   int code = fn(block, p, user);
   *why = NULL;

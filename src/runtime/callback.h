@@ -18,8 +18,8 @@
  * its failure: a user's code becomes BLK_ECALLBACK naming it (own_codes:
  * the callback is blk's own driver, whose codes are returned as they are).
  * *why gets the failure's detail (malloc'd; NULL without memory). */
-int blk__run_callback(int (*fn)(void *, blk_proxy *, void *), void *block, blk_proxy *p,
-                      void *user, int own_codes, char **why);
+int blk__run_callback(int (*fn)(void *, blk_proxy *, void *), void *block, blk_proxy *p, void *user,
+                      int own_codes, char **why);
 
 /* BLK_ECALLBACK with a detail naming which callback returned what, and
  * blk's reason when the code is one blk gave it on this thread. Call on the

@@ -120,10 +120,9 @@ static void free_send(blk__comm *c, send_rec *s) {
  * so the job stops. */
 static void broken(int mpi_rc, const char *what, int peer) {
   blk__comm_check(mpi_rc, what);
-  if (peer < 0)
-    blk__panic("comm: %s failed with messages under way: %s", what, blk_last_error());
-  blk__panic("comm: %s with rank %d failed after part of the message was under way: %s", what,
-             peer, blk_last_error());
+  if (peer < 0) blk__panic("comm: %s failed with messages under way: %s", what, blk_last_error());
+  blk__panic("comm: %s with rank %d failed after part of the message was under way: %s", what, peer,
+             blk_last_error());
 }
 
 /* The MPI calls that fault.h can make fail, as if MPI had failed. */
@@ -215,8 +214,8 @@ static int piece_bytes(size_t size, int i) {
 
 /* Posts the receives (or sends) of a payload's pieces; the header is
  * already matched (or posted), so a failure stops the job. */
-static void post_pieces(MPI_Comm comm, int peer, unsigned char *data, size_t size, MPI_Request *reqs,
-                        int receive) {
+static void post_pieces(MPI_Comm comm, int peer, unsigned char *data, size_t size,
+                        MPI_Request *reqs, int receive) {
   for (int i = 0; (size_t)i * PIECE_BYTES < size; i++) {
     unsigned char *at = data + (size_t)i * PIECE_BYTES;
     int len = piece_bytes(size, i);
@@ -232,8 +231,8 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   int pieces = npieces(size);
   size_t inline_bytes = pieces ? 0 : size;
   size_t reqs_at = (sizeof(send_rec) + sizeof(MPI_Request) - 1) / sizeof(MPI_Request);
-  send_rec *s =
-      blk__malloc((reqs_at + 1 + (size_t)pieces) * sizeof(MPI_Request) + sizeof *msg + inline_bytes);
+  send_rec *s = blk__malloc((reqs_at + 1 + (size_t)pieces) * sizeof(MPI_Request) + sizeof *msg +
+                            inline_bytes);
   if (!s || room_for_one((void ***)&c->sends, c->nsends, &c->cap_sends)) {
     free(s);
     return blk__fail(BLK_ENOMEM, "comm: no memory for a send of %zu bytes to rank %d", size, dst);
@@ -333,9 +332,10 @@ static void receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
   if (!r || blk__buffer_cache_reserve(c->cache, &r->payload, size) ||
       !(r->reqs = blk__malloc((size_t)pieces * sizeof *r->reqs)) ||
       room_for_one((void ***)&c->recvs, c->nrecvs, &c->cap_recvs))
-    blk__panic("comm: no memory to receive a %zu-byte message from rank %d, which waits for it "
-               "to be received",
-               size, st.MPI_SOURCE);
+    blk__panic(
+        "comm: no memory to receive a %zu-byte message from rank %d, which waits for it "
+        "to be received",
+        size, st.MPI_SOURCE);
   r->msg = msg;
   r->peer = st.MPI_SOURCE;
   r->payload.size = size;

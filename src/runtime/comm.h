@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "blk/buffer.h"
 #include "base/buffer_cache.h"
+#include "blk/buffer.h"
 
 typedef struct blk__msg {
   uint32_t op;     /* operation number (epoch), compared modulo 2^32 */

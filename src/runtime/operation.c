@@ -171,8 +171,8 @@ static void stash(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
     blk__stashed *grown = blk__realloc(o->stash, ncap * sizeof *grown);
     if (!grown) {
       if (control)
-        blk__panic("%s %u: no memory to keep an agreement message from rank %d", o->name,
-                   o->epoch, msg->src_gid);
+        blk__panic("%s %u: no memory to keep an agreement message from rank %d", o->name, o->epoch,
+                   msg->src_gid);
       o->next_abort = 1;
       blk__failure_note(&o->next, BLK_ENOMEM, o->rank, msg->dst_gid, -1,
                         "no memory to keep an early message from gid %d", msg->src_gid);
@@ -244,10 +244,10 @@ static void deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
     BLK__LOG(BLK_LOG_DEBUG, "dropping a late message from gid %d to gid %d of operation %u",
              msg->src_gid, msg->dst_gid, msg->op);
   else
-    blk__panic("rank %d is at operation %u (%s) and got a message from gid %d to gid %d for "
-               "operation %u",
-               o->rank, o->epoch, o->running ? "running" : "ended", msg->src_gid, msg->dst_gid,
-               msg->op);
+    blk__panic(
+        "rank %d is at operation %u (%s) and got a message from gid %d to gid %d for "
+        "operation %u",
+        o->rank, o->epoch, o->running ? "running" : "ended", msg->src_gid, msg->dst_gid, msg->op);
 }
 
 void blk__op_progress(blk__op *o, int *progressed) {
@@ -306,8 +306,8 @@ static size_t encode(blk__op *o) {
   const blk__failure *f = &o->failure;
   size_t len = f->code ? strlen(f->what) : 0;
   size_t nvalues = (size_t)o->values.count * sizeof o->values.items[0];
-  wire w = {f->code,       f->rank,         f->gid,          f->round, f->ranks,
-            (int32_t)len, o->values.count, o->values.flags};
+  wire w = {f->code,  f->rank,      f->gid,          f->round,
+            f->ranks, (int32_t)len, o->values.count, o->values.flags};
   memcpy(o->record, &w, sizeof w);
   memcpy(o->record + sizeof w, f->what, len);
   memcpy(o->record + sizeof w + len, o->values.items, nvalues);

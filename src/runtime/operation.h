@@ -32,9 +32,9 @@
 #include <stdint.h>
 
 #include "base/agreement.h"
-#include "runtime/comm.h"
 #include "base/failure.h"
 #include "base/values.h"
+#include "runtime/comm.h"
 
 /* Message flags. */
 enum {
@@ -87,9 +87,9 @@ typedef struct blk__op {
   /* The agreements (agreement.h): at most a barrier, then the closing one. */
   blk__agree_step steps[BLK__AGREE_MAX_STEPS];
   int nsteps, step;
-  int agreements; /* started in this operation: 0, 1 or 2 */
-  int carrying;   /* the running one carries records (else: a barrier) */
-  int sealed;     /* the closing agreement started: later failures are not counted */
+  int agreements;     /* started in this operation: 0, 1 or 2 */
+  int carrying;       /* the running one carries records (else: a barrier) */
+  int sealed;         /* the closing agreement started: later failures are not counted */
   blk__values values; /* combined along (the exchange's posted values) */
   /* This rank's record as sent: big enough for any (the send copies it,
    * so one is enough), so an agreement needs no memory of its own. */
@@ -126,8 +126,7 @@ void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx)
  * (or -1) and why. The earliest by (round, gid) is kept. A failure after
  * the closing agreement started is not counted (logged at debug): the
  * drivers make sure that only happens to blocks that already failed. */
-void blk__op_fail(blk__op *o, int code, int gid, int round, const char *fmt, ...)
-    BLK__PRINTF(5, 6);
+void blk__op_fail(blk__op *o, int code, int gid, int round, const char *fmt, ...) BLK__PRINTF(5, 6);
 
 /* This rank cannot take part in the operation: records the failure and
  * tells every other rank (ABORT), so that nobody waits for this rank's

@@ -22,8 +22,7 @@ void blk__proxy_misuse(const blk_proxy *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  blk__panic("rank %d, gid %d, %s round %d: %s", p->rank, p->gid, p->phase,
-             p->round, what);
+  blk__panic("rank %d, gid %d, %s round %d: %s", p->rank, p->gid, p->phase, p->round, what);
 }
 
 int blk_proxy_gid(const blk_proxy *p) {
@@ -91,8 +90,8 @@ int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n) {
   int rc = blk__buffer_cache_reserve(p->cache, &p->out[i], n);
   if (!rc) rc = blk_buffer_write(&p->out[i], data, n);
   if (rc)
-    return blk__fail(rc, "rank %d, gid %d: enqueue of %zu bytes to gid %d failed",
-                     p->rank, p->gid, n, p->out_gids[i]);
+    return blk__fail(rc, "rank %d, gid %d: enqueue of %zu bytes to gid %d failed", p->rank, p->gid,
+                     n, p->out_gids[i]);
   return BLK_OK;
 }
 

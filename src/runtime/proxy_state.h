@@ -26,9 +26,9 @@ struct blk_proxy {
   const int *in_gids, *out_gids;
   const blk_link *links; /* foreach only */
   blk_buffer *in, *out;
-  blk__values *posts;            /* NULL where posting is not allowed */
-  const blk__values *results;    /* of the last exchange */
-  const blk_partners *partners;  /* a reduction's pattern; NULL elsewhere */
+  blk__values *posts;           /* NULL where posting is not allowed */
+  const blk__values *results;   /* of the last exchange */
+  const blk_partners *partners; /* a reduction's pattern; NULL elsewhere */
   /* all_to_all's send phase: the out queue for any gid, created on demand
    * (updates nout, out_gids, out); NULL elsewhere. */
   int (*open_out)(blk_proxy *p, int gid);

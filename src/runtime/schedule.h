@@ -32,16 +32,16 @@ typedef struct blk__task {
 typedef struct blk__sched {
   blk__budget *budget; /* the blocks, and which are in memory */
   blk__pool *pool;
-  blk__task *tasks;       /* per lid: what the pool runs */
-  void (*run)(void *arg); /* the task body, on a pool thread */
+  blk__task *tasks;          /* per lid: what the pool runs */
+  void (*run)(void *arg);    /* the task body, on a pool thread */
   int (*prepare)(void *arg); /* on the driver before run (may be NULL): bring queues in */
-  void **args;            /* per lid: the argument of its task */
-  int *ready;             /* lids waiting to run, in order */
+  void **args;               /* per lid: the argument of its task */
+  int *ready;                /* lids waiting to run, in order */
   int nready;
-  unsigned char *queued;  /* per lid: in ready */
-  unsigned char *needs;   /* per lid: its task needs the block in memory */
-  unsigned char *pinned;  /* per lid: acquired for its running task */
-  int *failed;            /* lids whose block could not be loaded: done, not run */
+  unsigned char *queued; /* per lid: in ready */
+  unsigned char *needs;  /* per lid: its task needs the block in memory */
+  unsigned char *pinned; /* per lid: acquired for its running task */
+  int *failed;           /* lids whose block could not be loaded: done, not run */
   int nfailed;
   int running, limit;
   /* Told of every load, eviction or hand-off that failed, on the driver

@@ -28,8 +28,8 @@
  * block, and transiently ZSTD_compressBound(n) bytes in `out`.
  * Locking: none; one codec per thread.
  */
-#include "base/alloc.h"
 #include "storage/codec.h"
+#include "base/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -83,10 +83,10 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "storage/checksum.h"
-#include "storage/codec.h"
 #include "base/fail.h"
 #include "base/logger.h"
+#include "storage/checksum.h"
+#include "storage/codec.h"
 
 #define MAGIC UINT32_C(0x534B4C42)
 #define VERSION 1u
