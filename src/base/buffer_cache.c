@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/pool.h"
+#include "base/thread.h"
 #include "blk/error.h"
 
 struct blk__buffer_cache {

@@ -144,7 +144,3 @@ size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long t
   }
   return n;
 }
-
-int blk__sched_busy(const blk__sched *s) {
-  return s->running + s->nfailed;
-}

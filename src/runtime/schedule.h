@@ -75,7 +75,4 @@ void blk__sched_pump(blk__sched *s);
  * whether the task ran (0: its block could not be loaded). */
 size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long timeout_ns);
 
-/* Tasks handed to the pool and not collected, plus failed ones not collected. */
-int blk__sched_busy(const blk__sched *s);
-
 #endif

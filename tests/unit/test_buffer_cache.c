@@ -6,7 +6,7 @@
 #include "blk/blk.h"
 #include "base/buffer_cache.h"
 #include "check.h"
-#include "base/pool.h"
+#include "base/thread.h"
 
 #define CHECK_SIZE(got, want)                                               \
   do {                                                                      \
@@ -98,9 +98,15 @@ typedef struct shared {
   blk__buffer_cache *c;
 } shared;
 
-/* Each index takes storage, fills it, checks it and gives it back. */
-static void churn(size_t i, void *ctx) {
-  shared *s = ctx;
+/* Each thread takes storage, fills it, checks it and gives it back. */
+typedef struct churner {
+  shared *s;
+  size_t i;
+} churner;
+
+static void churn(void *arg) {
+  shared *s = ((churner *)arg)->s;
+  size_t i = ((churner *)arg)->i;
   for (int r = 0; r < 200; r++) {
     blk_buffer b = BLK_BUFFER_INIT;
     size_t n = 4096u << ((i + (size_t)r) % 4);
@@ -112,12 +118,16 @@ static void churn(size_t i, void *ctx) {
 }
 
 static void threads(void) {
-  blk__pool *p;
+  enum { N = 4 };
   shared s;
+  blk__thread *t[N];
+  churner c[N];
   CHECK_OK(blk__buffer_cache_create(&s.c, 8, (size_t)1 << 20));
-  CHECK_OK(blk__pool_create(&p, 2));
-  blk__pool_parallel_for(p, 16, churn, &s);
-  blk__pool_destroy(p);
+  for (size_t i = 0; i < N; i++) {
+    c[i] = (churner){&s, i};
+    CHECK_OK(blk__thread_start(&t[i], churn, &c[i]));
+  }
+  for (size_t i = 0; i < N; i++) blk__thread_join(t[i]);
   CHECK(blk__buffer_cache_bytes(s.c) <= (size_t)1 << 20);
   blk__buffer_cache_destroy(s.c);
 }

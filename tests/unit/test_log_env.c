@@ -22,7 +22,7 @@
 #include "blk/blk.h"
 #include "check.h"
 #include "base/logger.h"
-#include "base/pool.h"
+#include "base/thread.h"
 
 /* ---- the child ---------------------------------------------------------- */
 
@@ -41,8 +41,14 @@ static double now_s(void) {
 
 /* Every thread waits for all of them (for at most 5 s), then reads the level
  * for the first time in the process. */
-static void first_touch(size_t i, void *ctx) {
-  race *r = ctx;
+typedef struct toucher {
+  race *r;
+  size_t i;
+} toucher;
+
+static void first_touch(void *arg) {
+  race *r = ((toucher *)arg)->r;
+  size_t i = ((toucher *)arg)->i;
   atomic_fetch_add(&r->arrived, 1);
   double until = now_s() + 5.0;
   while (atomic_load(&r->arrived) < NTHREADS && now_s() < until) continue;
@@ -57,11 +63,14 @@ static int child(const char *mode, blk_log_level want) {
     blk_log_set_level(want);
     blk__log_init();
   } else if (!strcmp(mode, "threads")) {
-    blk__pool *pool = NULL;
     race r = {0};
-    if (blk__pool_create(&pool, NTHREADS)) return 2;
-    blk__pool_parallel_for(pool, NTHREADS, first_touch, &r);
-    blk__pool_destroy(pool);
+    blk__thread *t[NTHREADS];
+    toucher args[NTHREADS];
+    for (size_t i = 0; i < NTHREADS; i++) {
+      args[i] = (toucher){&r, i};
+      if (blk__thread_start(&t[i], first_touch, &args[i])) return 2;
+    }
+    for (size_t i = 0; i < NTHREADS; i++) blk__thread_join(t[i]);
     for (int i = 0; i < NTHREADS; i++)
       if (r.seen[i] != want) return 3;
     blk__log_init(); /* what a master created afterwards does */

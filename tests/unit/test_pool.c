@@ -1,4 +1,6 @@
-/* test_pool: parallel_for, submit/collect and the mutex, at 1, 2 and 4 threads. */
+/* test_pool: submit/collect at 1, 2 and 4 threads: every task runs once, on
+ * the right threads, at most T at once, T at once when asked; timeouts; and
+ * no wake-up lost around the spin-then-sleep waits. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdatomic.h>
@@ -44,7 +46,7 @@ static int wait_for(atomic_int *flag, int value) {
   return 1;
 }
 
-/* ---- parallel_for: every index exactly once, on the right threads ---- */
+/* ---- a batch of tasks: every one exactly once, on the right threads ---- */
 
 typedef struct count_ctx {
   atomic_int *hits;
@@ -66,7 +68,38 @@ static void count_fn(size_t i, void *arg) {
   atomic_fetch_sub(&c->running, 1);
 }
 
-static void check_parallel_for(blk__pool *p, size_t n) {
+/* Runs fn(i, ctx) for i in [0, n) as n tasks and collects them all (tasks
+ * submitted earlier and still running are left alone). */
+typedef struct indexed {
+  void (*fn)(size_t i, void *ctx);
+  void *ctx;
+  size_t i;
+} indexed;
+
+static void indexed_fn(void *arg) {
+  indexed *x = arg;
+  x->fn(x->i, x->ctx);
+}
+
+static void run_batch(blk__pool *p, size_t n, void (*fn)(size_t i, void *ctx), void *ctx) {
+  indexed *xs = calloc(n + 1, sizeof *xs);
+  CHECK(xs);
+  for (size_t i = 0; i < n; i++) {
+    xs[i] = (indexed){fn, ctx, i};
+    CHECK_OK(blk__pool_submit(p, indexed_fn, &xs[i]));
+  }
+  for (size_t got = 0; got < n;) {
+    void *done[16];
+    size_t k = blk__pool_collect(p, done, 16, -1);
+    for (size_t j = 0; j < k; j++)
+      CHECK_MSG((indexed *)done[j] >= xs && (indexed *)done[j] < xs + n,
+                "collect returned a task of another batch");
+    got += k;
+  }
+  free(xs);
+}
+
+static void check_batch(blk__pool *p, size_t n) {
   int t = blk__pool_nthreads(p);
   count_ctx c;
   c.hits = calloc(n + 1, sizeof *c.hits);
@@ -77,7 +110,7 @@ static void check_parallel_for(blk__pool *p, size_t n) {
   atomic_init(&c.started, 0);
   atomic_init(&c.running, 0);
   atomic_init(&c.max_running, 0);
-  blk__pool_parallel_for(p, n, count_fn, &c);
+  run_batch(p, n, count_fn, &c);
   CHECK_EQ_INT(atomic_load(&c.started), n);
   for (size_t i = 0; i < n; i++) {
     CHECK_MSG(atomic_load(&c.hits[i]) == 1, "T=%d n=%zu: index %zu ran %d times", t, n, i,
@@ -117,7 +150,7 @@ static void check_concurrency(blk__pool *p) {
   atomic_init(&m.arrived, 0);
   atomic_init(&m.met, 0);
   m.need = t;
-  blk__pool_parallel_for(p, (size_t)t, meet_fn, &m);
+  run_batch(p, (size_t)t, meet_fn, &m);
   CHECK_MSG(atomic_load(&m.met) == t, "T=%d: only %d of %d callbacks ran at the same time", t,
             atomic_load(&m.met), t);
 }
@@ -222,8 +255,8 @@ static void check_timeouts(blk__pool *p) {
   CHECK_EQ_INT(blk__pool_collect(p, done, 4, 10000L), 0);
   waited = now_s() - t0;
   CHECK_MSG(waited >= 0.000009 && waited < 5.0, "collect(10 us) returned after %g s", waited);
-  /* parallel_for still works while a task holds one worker. */
-  check_parallel_for(p, 300);
+  /* Other tasks still run while one holds a worker. */
+  check_batch(p, 300);
   CHECK_EQ_INT(blk__pool_outstanding(p), 1);
   atomic_store(&g.open, 1);
   CHECK_EQ_INT(blk__pool_collect(p, done, 4, -1), 1);
@@ -322,28 +355,6 @@ static void check_handoffs(blk__pool *p) {
   free(h);
 }
 
-/* ---- the mutex ---- */
-
-typedef struct locked_sum {
-  blk__mutex *m;
-  long sum; /* guarded by m */
-} locked_sum;
-
-static void add_fn(size_t i, void *arg) {
-  locked_sum *s = arg;
-  blk__mutex_lock(s->m);
-  s->sum += (long)i;
-  blk__mutex_unlock(s->m);
-}
-
-static void check_mutex(blk__pool *p) {
-  locked_sum s = {NULL, 0};
-  CHECK_OK(blk__mutex_create(&s.m));
-  blk__pool_parallel_for(p, 2000, add_fn, &s);
-  CHECK_EQ_INT(s.sum, 2000L * 1999L / 2);
-  blk__mutex_destroy(s.m);
-}
-
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
 
@@ -353,7 +364,6 @@ int main(void) {
   CHECK_ERR(blk__pool_create(&p, -3), BLK_EINVAL, "nthreads = -3");
   CHECK(p == NULL);
   blk__pool_destroy(NULL);
-  blk__mutex_destroy(NULL);
 
   const int counts[] = {1, 2, 4};
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
@@ -361,16 +371,15 @@ int main(void) {
     CHECK_OK(blk__pool_create(&p, t));
     CHECK_EQ_INT(blk__pool_nthreads(p), t);
     CHECK_EQ_INT(blk__pool_outstanding(p), 0);
-    check_parallel_for(p, 0);
-    check_parallel_for(p, 1);
-    check_parallel_for(p, 1000);
-    check_parallel_for(p, 1000); /* a second job on the same workers */
+    check_batch(p, 0);
+    check_batch(p, 1);
+    check_batch(p, 1000);
+    check_batch(p, 1000); /* a second batch on the same workers */
     if (t > 1) check_concurrency(p);
     check_tasks(p);
     check_timeouts(p);
     check_tasks(p); /* the rings are reused after draining */
     check_handoffs(p);
-    check_mutex(p);
     blk__pool_destroy(p);
   }
 
@@ -378,7 +387,7 @@ int main(void) {
   for (int r = 0; r < 50; r++) {
     int t = 1 + r % 4;
     CHECK_OK(blk__pool_create(&p, t));
-    if (r % 3 == 0) check_parallel_for(p, 17);
+    if (r % 3 == 0) check_batch(p, 17);
     if (r % 5 == 0) {
       static job j;
       atomic_store(&j.ran, 0);
