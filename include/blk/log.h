@@ -2,8 +2,9 @@
  * blk/log.h: logging with levels.
  *
  * Lines go to stderr, each prefixed with "blk[rank]" once a master knows the
- * rank. The level starts from the environment variable BLK_LOG (none, error,
- * warn, info, debug, trace or 0-5; default warn) and can be changed with
+ * rank; a master may send its own lines elsewhere, at its own level
+ * (blk_master_config's log and log_level). The level starts from the environment variable BLK_LOG
+ * (none, error, warn, info, debug, trace or 0-5; default warn) and can be changed with
  * blk_log_set_level(). BLK_LOG is read once per process, when the first
  * master is created or the level is first read or set, whichever comes
  * first; any other value is reported then, in one line on stderr, and
@@ -31,6 +32,17 @@ typedef enum blk_log_level {
   BLK_LOG_DEBUG = 4,
   BLK_LOG_TRACE = 5
 } blk_log_level;
+
+/* A master's log level that follows the process's (blk_master_config). */
+#define BLK_LOG_DEFAULT (-1)
+
+/* Where a master's lines go instead of stderr (blk_master_config.log):
+ * called with each line blk writes during that master's calls and from its
+ * threads (also by blk_log in its callbacks), the prefix included
+ * ("blk[3] warn: ..."), without a newline. Called from the master's
+ * driver thread and its pool threads, possibly at once: it must be
+ * thread-safe. It must not call into blk. */
+typedef void (*blk_log_fn)(blk_log_level level, const char *line, void *user);
 
 /* Set the level; lines above it are dropped. It wins over BLK_LOG, which is
  * still checked (and a bad value reported) if nothing read it before. Any

@@ -36,6 +36,7 @@
 #include "blk/buffer.h"
 #include "blk/decomposer.h"
 #include "blk/link.h"
+#include "blk/log.h"
 #include "blk/proxy.h"
 
 #ifdef __cplusplus
@@ -59,7 +60,19 @@ typedef int (*blk_block_load_fn)(void *block, blk_buffer *in, int gid, void *use
 /* Bytes a block holds in memory, for a byte budget (cfg.mem_bytes). */
 typedef size_t (*blk_block_size_fn)(const void *block, int gid, void *user);
 
-/* Optional settings; start from BLK_MASTER_CONFIG_INIT and change fields.
+/* Told why blk is about to stop the job (a programming error inside a
+ * callback, MPI failing mid-message: docs/errors.md), on the master's
+ * driver thread, after the message was logged. It may flush, write what it
+ * must, or end the process its own way; if it returns, blk calls MPI_Abort
+ * on the master's communicator. It must not call into blk. */
+typedef void (*blk_stop_fn)(const char *message, void *user);
+
+/* Optional settings; start from BLK_MASTER_CONFIG_INIT (or
+ * blk_master_config_init) and change fields.
+ *
+ * The struct can grow: version says which layout the program was built
+ * with, and a newer blk reads only the fields of that layout (the ones it
+ * adds get their defaults). New fields only ever go at the end.
  *
  * Out-of-core: set mem_blocks (and/or mem_bytes) and blk keeps at most that
  * many blocks in memory, swapping the others out to zstd-compressed,
@@ -68,6 +81,7 @@ typedef size_t (*blk_block_size_fn)(const void *block, int gid, void *user);
  * same program runs in-core and out-of-core; only memory use differs. It
  * needs create, destroy, save and load (docs/out-of-core.md). */
 typedef struct blk_master_config {
+  unsigned int version;         /* BLK_MASTER_CONFIG_VERSION, set by the initialisers */
   int threads;                  /* callbacks at once; 1 runs them on the caller */
   blk_block_create_fn create;   /* needed by blk_master_decompose and out-of-core */
   blk_block_destroy_fn destroy; /* NULL: blk never frees blocks (caller owns them) */
@@ -82,14 +96,31 @@ typedef struct blk_master_config {
   int compression_level;        /* zstd level; 0: blk's default (1); BLK_COMPRESSION_NONE */
   size_t shuffle;               /* byte-shuffle element size (4: float, 8: double); 0: off */
   size_t queue_spill_bytes;     /* queues at least this large go out with their block */
+  blk_log_fn log;               /* this master's log lines; NULL: stderr */
+  void *log_user;               /* passed to log */
+  int log_level;                /* this master's level; BLK_LOG_DEFAULT: the process's */
+  blk_stop_fn stop;             /* told why before blk stops the job; NULL: nothing */
+  void *stop_user;              /* passed to stop */
 } blk_master_config;
+
+/* The layout of blk_master_config in this header. */
+#define BLK_MASTER_CONFIG_VERSION 1u
 
 /* The defaults: 1 thread, in-core; out-of-core settings chosen from the
  * measurements in docs/compression.md: zstd level 1 after an 8-byte shuffle
  * (right for doubles, and within 2% of the best for floats), queues of 4 KiB
  * and more go out with their block. */
-#define BLK_MASTER_CONFIG_INIT \
-  { 1, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 1, 8, 4096 }
+#define BLK_MASTER_CONFIG_INIT                                                                   \
+  {                                                                                              \
+    BLK_MASTER_CONFIG_VERSION, 1, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 1, 8, 4096, \
+        NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL                                                  \
+  }
+
+/* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION
+ * for this header), as BLK_MASTER_CONFIG_INIT does; for bindings that
+ * cannot use the macro. Returns 0, or BLK_EINVAL for a NULL cfg or a
+ * version this blk does not know. Any thread. */
+int blk_master_config_init(blk_master_config *cfg, unsigned int version);
 
 /* compression_level that stores swapped-out data uncompressed (still
  * checksummed). */
@@ -99,12 +130,14 @@ typedef struct blk_master_config {
  * each rank may pass its own (a spill directory per node), and a setting
  * that fails on one rank fails the create on every rank (*out is NULL on
  * all of them). Collective over comm.
- * Errors: BLK_EINVAL (out is NULL, threads < 1, a budget without the
- * create/destroy/save/load callbacks, mem_bytes without size, a BLK_FAULT
- * value that cannot be read), BLK_EIO (the spill directory does not exist
- * or is not writable; the detail names it and the rank), BLK_ETHREADLEVEL
- * (threads > 1 but MPI was initialised with less than MPI_THREAD_FUNNELED),
- * BLK_EMPI, BLK_ENOMEM. Two are returned only where they are found, since
+ * Errors: BLK_EINVAL (out is NULL, a config version this blk does not know
+ * (a config not made by BLK_MASTER_CONFIG_INIT or blk_master_config_init
+ * has version 0), threads < 1, log_level not BLK_LOG_DEFAULT or a level,
+ * a budget without the create/destroy/save/load callbacks, mem_bytes
+ * without size, a BLK_FAULT value that cannot be read), BLK_EIO (the
+ * spill directory does not exist or is not writable; the detail names it
+ * and the rank), BLK_ETHREADLEVEL (threads > 1 but MPI was initialised
+ * with less than MPI_THREAD_FUNNELED), BLK_EMPI, BLK_ENOMEM. Two are returned only where they are found, since
  * nothing can be agreed without them: BLK_ESTATE when MPI is not
  * initialised and BLK_EINVAL when comm is MPI_COMM_NULL. */
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg);

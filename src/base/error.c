@@ -12,12 +12,14 @@
  * log level, once, by the thread that stops it. A pool worker cannot stop
  * an MPI job itself (only the thread that makes MPI calls may call
  * MPI_Abort), so a worker hands its message to the driver (the handoff the
- * pool installs) and the driver stops the job.
+ * pool installs) and the driver stops the job, the way the running master
+ * says (context.h): its stop callback, then MPI_Abort on its communicator.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/context.h"
 #include "base/fail.h"
 #include "base/logger.h"
 
@@ -26,7 +28,6 @@
 static _Thread_local char last_detail[BLK__DETAIL_MAX];
 static _Thread_local int last_code;
 static _Thread_local blk__handoff_fn handoff;
-static blk__stop_fn stop_handler;
 
 const char *blk_strerror(int code) {
   switch (code) {
@@ -66,10 +67,6 @@ void blk__set_panic_handoff(blk__handoff_fn fn) {
   handoff = fn;
 }
 
-void blk__set_stop_handler(blk__stop_fn fn) {
-  stop_handler = fn;
-}
-
 void blk__panic(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -78,10 +75,8 @@ void blk__panic(const char *fmt, ...) {
   va_end(ap);
   if (handoff) handoff(line); /* a pool worker: the driver stops the job */
   /* Printed whatever the log level: the job is about to stop. */
-  blk_log_level saved = blk_log_get_level();
-  if (saved < BLK_LOG_ERROR) blk_log_set_level(BLK_LOG_ERROR);
-  blk_log(BLK_LOG_ERROR, "fatal: %s", line);
-  fflush(stderr);
-  if (stop_handler) stop_handler();
+  blk__log_fatal("fatal: %s", line);
+  const blk__context *c = blk__context_now;
+  if (c && c->stop) c->stop(line, c->stop_ctx);
   abort();
 }

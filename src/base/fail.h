@@ -7,9 +7,10 @@
  *     return blk__fail(BLK_EINVAL, "decomposer: nblocks = %d", n);
  * blk__panic is for what cannot be returned: a caller's programming error
  * inside a collective phase, or a failure that leaves blk unable to keep its
- * side of the protocol. It prints and stops the job through the handler the
- * runtime installs (MPI_Abort), or abort() before that; on a pool worker it
- * hands the message to the driver thread, which stops the job.
+ * side of the protocol. It prints and stops the job the way the running
+ * master says (context.h: its stop callback, then MPI_Abort on its
+ * communicator), or with abort() outside any master's call; on a pool
+ * worker it hands the message to the driver thread, which stops the job.
  */
 #ifndef BLK_FAIL_H
 #define BLK_FAIL_H
@@ -41,9 +42,5 @@ void blk__panic(const char *fmt, ...) BLK__PRINTF(1, 2) BLK__NORETURN;
  * never returns. */
 typedef void (*blk__handoff_fn)(const char *message);
 void blk__set_panic_handoff(blk__handoff_fn fn);
-
-/* The runtime installs a handler that stops every rank (it must not return). */
-typedef void (*blk__stop_fn)(void);
-void blk__set_stop_handler(blk__stop_fn fn);
 
 #endif

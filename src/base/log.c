@@ -1,5 +1,6 @@
 /*
- * log.c: leveled log lines on stderr with a rank prefix.
+ * log.c: leveled log lines with a rank prefix, to stderr or to the log
+ * callback of the master whose call is running (context.h).
  *
  * The level is an atomic so any thread may read or set it. Each line is
  * formatted into one buffer and written with a single fputs, so lines from
@@ -19,12 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/context.h"
 #include "base/logger.h"
 #include "blk/error.h"
 
-static atomic_int level = -1;   /* -1: neither read from BLK_LOG nor set yet */
-static atomic_int env_read = 0; /* 1 once a thread has taken the job of reading BLK_LOG */
-static atomic_int log_rank = -1;
+static atomic_int level = -1;    /* -1: neither read from BLK_LOG nor set yet */
+static atomic_int env_read = 0;  /* 1 once a thread has taken the job of reading BLK_LOG */
+static atomic_int log_rank = -1; /* outside a master's call */
+
+_Thread_local const blk__context *blk__context_now;
 
 static const char *const level_names[] = {"none", "error", "warn", "info", "debug", "trace"};
 
@@ -95,15 +99,26 @@ void blk__log_set_rank(int rank) {
   atomic_store(&log_rank, rank);
 }
 
-void blk__vlog(blk_log_level l, const char *fmt, va_list ap) {
-  if (l == BLK_LOG_NONE || l > blk_log_get_level()) return;
+int blk__log_enabled(blk_log_level l) {
+  const blk__context *c = blk__context_now;
+  int limit = c && c->level >= 0 ? c->level : (int)blk_log_get_level();
+  return l != BLK_LOG_NONE && (int)l <= limit;
+}
+
+/* One line, prefixed, to the context's log or to stderr in one write. */
+static void emit(blk_log_level l, const char *fmt, va_list ap) {
+  const blk__context *c = blk__context_now;
   char line[1024];
-  int rank = atomic_load(&log_rank);
+  int rank = c ? c->rank : atomic_load(&log_rank);
   int n = rank >= 0 ? snprintf(line, sizeof line, "blk[%d] %s: ", rank, level_names[l])
                     : snprintf(line, sizeof line, "blk %s: ", level_names[l]);
   if (n < 0) return;
   size_t used = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
   vsnprintf(line + used, sizeof line - used, fmt, ap);
+  if (c && c->log) {
+    c->log(l, line, c->log_user);
+    return;
+  }
   size_t len = strlen(line);
   if (len + 1 < sizeof line) {
     line[len] = '\n';
@@ -112,6 +127,18 @@ void blk__vlog(blk_log_level l, const char *fmt, va_list ap) {
     line[sizeof line - 2] = '\n';
   }
   fputs(line, stderr);
+}
+
+void blk__vlog(blk_log_level l, const char *fmt, va_list ap) {
+  if (blk__log_enabled(l)) emit(l, fmt, ap);
+}
+
+void blk__log_fatal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit(BLK_LOG_ERROR, fmt, ap);
+  va_end(ap);
+  fflush(stderr);
 }
 
 void blk_log(blk_log_level l, const char *fmt, ...) {

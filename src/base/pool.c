@@ -33,12 +33,11 @@
  *     worker may have taken the work: it polls on). Once the time is up it
  *     counts itself in `sleeping` and waits on `work`. So an idle worker
  *     spins at most SPIN_NS per piece of work it ran.
- *   - The driver's waits (collect with a timeout) poll done_seq the same way (collect no longer than its timeout), then sleep
- *     on `done` (on CLOCK_MONOTONIC, for timed collects) with driver_asleep
- *     set. After a spin that found nothing, collect sleeps without spinning
- *     until the driver has submitted or collected a task again, so a driver
- *     that keeps collecting with short timeouts while long callbacks run
- *     sleeps rather than spins.
+ *   - The driver's waits (collect with a timeout) poll done_seq the same way (collect no longer
+ * than its timeout), then sleep on `done` (on CLOCK_MONOTONIC, for timed collects) with
+ * driver_asleep set. After a spin that found nothing, collect sleeps without spinning until the
+ * driver has submitted or collected a task again, so a driver that keeps collecting with short
+ * timeouts while long callbacks run sleeps rather than spins.
  *   - Wake-ups are sent only to sleepers: submit signals `work` only if a
  *     worker sleeps and the queued tasks outnumber the spinning workers (each
  *     of those takes one when it looks again), and a worker signals `done`
@@ -85,7 +84,8 @@ typedef struct task {
 
 struct blk__pool {
   int nthreads;
-  int nstarted; /* worker threads running (joined by destroy) */
+  const blk__context *context; /* the workers' (context.h) */
+  int nstarted;                /* worker threads running (joined by destroy) */
   blk__thread **threads;
   blk__mutex *lock;
   blk__cond *work; /* workers wait here */
@@ -167,6 +167,7 @@ static void check_panic(blk__pool *p) {
 static void worker_main(void *arg) {
   blk__pool *p = arg;
   my_pool = p;
+  blk__context_enter(p->context);
   blk__set_panic_handoff(worker_panic);
   int64_t spin_until = 0; /* after running a task, poll for more until then */
   blk__mutex_lock(p->lock);
@@ -222,12 +223,14 @@ static void teardown(blk__pool *p) {
   free(p);
 }
 
-int blk__pool_create(blk__pool **out, int nthreads) {
+int blk__pool_create(blk__pool **out, int nthreads, const blk__context *context) {
   *out = NULL;
-  if (nthreads < 1) return blk__fail(BLK_EINVAL, "pool: nthreads = %d, must be at least 1", nthreads);
+  if (nthreads < 1)
+    return blk__fail(BLK_EINVAL, "pool: nthreads = %d, must be at least 1", nthreads);
   blk__pool *p = blk__calloc(1, sizeof *p);
   if (!p) return blk__fail(BLK_ENOMEM, "pool: cannot allocate a pool of %d threads", nthreads);
   p->nthreads = nthreads;
+  p->context = context;
   atomic_init(&p->work_seq, 0);
   atomic_init(&p->done_seq, 0);
   int rc = blk__mutex_create(&p->lock);

@@ -26,14 +26,17 @@
 
 #include <stddef.h>
 
+#include "base/context.h"
+
 typedef struct blk__pool blk__pool;
 
 /* Creates a pool of nthreads >= 1. nthreads == 1 creates no thread: all work
  * runs inline on the caller. nthreads == T > 1 starts T worker threads that
- * live until blk__pool_destroy(). Returns 0 and sets *out, or BLK_EINVAL for
- * nthreads < 1, BLK_ENOMEM if memory or a thread cannot be had (anything
- * already started is stopped and freed; *out is NULL). */
-int blk__pool_create(blk__pool **out, int nthreads);
+ * live until blk__pool_destroy(), each holding context (context.h; may be
+ * NULL) as its own, so what a task logs goes where its master's lines go. Returns 0 and sets *out,
+ * or BLK_EINVAL for nthreads < 1, BLK_ENOMEM if memory or a thread cannot be had (anything already
+ * started is stopped and freed; *out is NULL). */
+int blk__pool_create(blk__pool **out, int nthreads, const blk__context *context);
 
 /* Stops and joins the workers and frees the pool. NULL does nothing. Must
  * not be called with tasks outstanding (submitted but not collected):

@@ -101,7 +101,8 @@ void blk__cond_wait(blk__cond *c, blk__mutex *m) {
 }
 
 int blk__cond_wait_until(blk__cond *c, blk__mutex *m, int64_t deadline_ns) {
-  struct timespec until = {(time_t)(deadline_ns / NSEC_PER_SEC), (long)(deadline_ns % NSEC_PER_SEC)};
+  struct timespec until = {(time_t)(deadline_ns / NSEC_PER_SEC),
+                           (long)(deadline_ns % NSEC_PER_SEC)};
   int e = pthread_cond_timedwait(&c->c, &m->m, &until);
   if (e == ETIMEDOUT) return 0;
   if (e) blk__panic("thread: pthread_cond_timedwait failed (errno %d)", e);

@@ -131,8 +131,7 @@ static int nbx_done(blk__op *o, void *ctx) {
   return o->agreements == 2 && blk__op_agree_done(o);
 }
 
-int blk_master_exchange(blk_master *m) {
-  if (!m) return blk__fail(BLK_EINVAL, "exchange: the master is NULL");
+static int exchange(blk_master *m) {
   int n = blk__table_count(&m->table);
   for (int i = 0; i < n; i++) {
     blk__block *b = blk__table_at(&m->table, i);
@@ -160,18 +159,31 @@ int blk_master_exchange(blk_master *m) {
   return BLK_OK;
 }
 
+int blk_master_exchange(blk_master *m) {
+  if (!m) return blk__fail(BLK_EINVAL, "exchange: the master is NULL");
+  BLK__ENTER(m);
+  int rc = exchange(m);
+  BLK__LEAVE();
+  return rc;
+}
+
+/* A result asked for with the wrong index or type stops the job, as in a
+ * callback (proxy.h), the way m says. */
+static const blk__value *result(const blk_master *m, int i, int type) {
+  if (i < 0 || i >= m->results.count || m->results.items[i].kind / 4 != type) {
+    blk__context_enter(&m->context); /* for good: the job stops */
+    blk__panic("master: all-reduce result %d as %s: the last exchange completed %d values", i,
+               type == BLK__VALUE_F64 ? "double" : "int64", m->results.count);
+  }
+  return &m->results.items[i];
+}
+
 double blk_master_result_f64(const blk_master *m, int i) {
-  if (i < 0 || i >= m->results.count || m->results.items[i].kind / 4 != BLK__VALUE_F64)
-    blk__panic("master: all-reduce result %d as double: the last exchange completed %d values", i,
-               m->results.count);
-  return m->results.items[i].v.f64;
+  return result(m, i, BLK__VALUE_F64)->v.f64;
 }
 
 int64_t blk_master_result_i64(const blk_master *m, int i) {
-  if (i < 0 || i >= m->results.count || m->results.items[i].kind / 4 != BLK__VALUE_I64)
-    blk__panic("master: all-reduce result %d as int64: the last exchange completed %d values", i,
-               m->results.count);
-  return m->results.items[i].v.i64;
+  return result(m, i, BLK__VALUE_I64)->v.i64;
 }
 
 int blk_master_result_count(const blk_master *m) {

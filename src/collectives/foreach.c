@@ -109,10 +109,13 @@ exit:
 
 int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
   if (!m) return blk__fail(BLK_EINVAL, "master: foreach: the master is NULL");
+  BLK__ENTER(m);
   blk__op_begin(&m->op, "foreach", NULL, NULL);
   if (!fn)
     blk__op_fail(&m->op, BLK_EINVAL, -1, -1, "the callback is NULL");
   else if (blk__table_count(&m->table) > 0)
     run_foreach(m, fn, user);
-  return blk__op_close(&m->op);
+  int rc = blk__op_close(&m->op);
+  BLK__LEAVE();
+  return rc;
 }

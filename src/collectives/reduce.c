@@ -504,12 +504,15 @@ static void keep_free(void *mem) {
 }
 
 int blk__reduce_abort(blk_master *m, int code, const char *name) {
+  BLK__ENTER(m);
   blk__op *o = &m->op;
   char why[BLK__FAILURE_WHAT];
   snprintf(why, sizeof why, "%s", blk_last_error());
   blk__op_begin(o, name, NULL, NULL);
   blk__op_abort(o, code, "%s", why);
-  return blk__op_close(o);
+  int rc = blk__op_close(o);
+  BLK__LEAVE();
+  return rc;
 }
 
 /* The driver's loop: runs blocks as their inputs arrive, moves failed ones
@@ -540,9 +543,8 @@ static void drive(rstate *s) {
   }
 }
 
-int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
-                    void *user, const blk__driver *d) {
-  if (!m) return blk__fail(BLK_EINVAL, "%s: the master is NULL", d->name);
+static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                      void *user, const blk__driver *d) {
   if (!fn || !a || !p)
     return blk__fail(BLK_EINVAL, "%s: the callback, assigner or partners is NULL", d->name);
   int rc = check_arguments(m, a, p);
@@ -574,6 +576,15 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
   drive(&s);
   rc = blk__op_end(s.o, NULL);
   end_state(&s);
+  return rc;
+}
+
+int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
+                    void *user, const blk__driver *d) {
+  if (!m) return blk__fail(BLK_EINVAL, "%s: the master is NULL", d->name);
+  BLK__ENTER(m);
+  int rc = reduce_run(m, a, p, fn, user, d);
+  BLK__LEAVE();
   return rc;
 }
 

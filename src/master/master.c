@@ -9,9 +9,12 @@
  * duplicate may be what failed); every later collective call is an
  * operation that ends with blk's own agreement (runtime/operation.h).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/logger.h"
@@ -30,8 +33,45 @@ static size_t cache_bytes(const blk_master_config *cfg) {
   return cfg->mem_bytes && quarter < CACHE_MAX_BYTES ? quarter : CACHE_MAX_BYTES;
 }
 
+/* The bytes of each layout version of blk_master_config: a program built
+ * with version v passes a struct of config_bytes[v] bytes (new fields only
+ * ever go at the end). */
+static const size_t config_bytes[BLK_MASTER_CONFIG_VERSION + 1] = {0, sizeof(blk_master_config)};
+
+int blk_master_config_init(blk_master_config *cfg, unsigned int version) {
+  static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
+  if (!cfg) return blk__fail(BLK_EINVAL, "master: config_init: cfg is NULL");
+  if (version < 1 || version > BLK_MASTER_CONFIG_VERSION)
+    return blk__fail(BLK_EINVAL, "master: config_init: version %u; this blk knows 1..%u", version,
+                     BLK_MASTER_CONFIG_VERSION);
+  memcpy(cfg, &defaults, config_bytes[version]);
+  cfg->version = version;
+  return BLK_OK;
+}
+
+/* The caller's settings in this blk's layout: the fields its version has,
+ * the defaults for the rest. A version this blk does not know is a
+ * failure (and the defaults are used meanwhile). */
+static void read_config(blk_master_config *out, const blk_master_config *cfg, blk__failure *f,
+                        int rank) {
+  blk_master_config_init(out, BLK_MASTER_CONFIG_VERSION);
+  if (cfg->version < 1 || cfg->version > BLK_MASTER_CONFIG_VERSION) {
+    blk__failure_note(f, BLK_EINVAL, rank, -1, -1,
+                      "the config has version %u; this blk knows 1..%u (initialise it with "
+                      "BLK_MASTER_CONFIG_INIT or blk_master_config_init)",
+                      cfg->version, BLK_MASTER_CONFIG_VERSION);
+    return;
+  }
+  memcpy(out, cfg, config_bytes[cfg->version]);
+  out->version = BLK_MASTER_CONFIG_VERSION;
+}
+
 /* The out-of-core settings are checked by budget.c; these are the rest. */
 static void check_config(const blk_master_config *cfg, blk__failure *f, int rank) {
+  if (cfg->log_level != BLK_LOG_DEFAULT &&
+      (cfg->log_level < BLK_LOG_NONE || cfg->log_level > BLK_LOG_TRACE))
+    blk__failure_note(f, BLK_EINVAL, rank, -1, -1,
+                      "log_level = %d, not BLK_LOG_DEFAULT or a level (0..5)", cfg->log_level);
   if (cfg->threads < 1) {
     blk__failure_note(f, BLK_EINVAL, rank, -1, -1, "threads = %d, need at least 1", cfg->threads);
     return;
@@ -69,11 +109,24 @@ static void teardown(blk_master *m, MPI_Comm *dup) {
   if (*dup != MPI_COMM_NULL && !adopted) MPI_Comm_free(dup);
 }
 
-int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg) {
+/* How a master stops the job (context.h): the user's stop callback, then
+ * MPI_Abort on the master's communicator. MPI_Abort makes the launcher
+ * kill every rank, and output not yet forwarded by the launcher is lost
+ * with them, so the message that says why gets a moment to travel first. */
+static void stop_job(const char *message, void *ctx) {
+  blk_master *m = ctx;
+  if (m->cfg.stop) m->cfg.stop(message, m->cfg.stop_user);
+  struct timespec pause = {0, 200 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  MPI_Abort(m->comm ? blk__comm_mpi(m->comm) : MPI_COMM_WORLD, 1);
+  abort(); /* MPI_Abort returned */
+}
+
+int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *given) {
   static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
   if (!out) return blk__fail(BLK_EINVAL, "master: create: out is NULL");
   *out = NULL;
-  if (!cfg) cfg = &defaults;
+  if (!given) given = &defaults;
   /* Nothing can be agreed without MPI and a communicator: these two are
    * returned where they are found (every rank finds the first alike). */
   int initialized = 0;
@@ -93,12 +146,16 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
   int mrc = MPI_Comm_dup(comm, &dup);
   if (mrc == MPI_SUCCESS) mrc = MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   step(&f, rank, blk__comm_check(mrc, "master: duplicating the communicator"));
-  check_config(cfg, &f, rank);
+  blk_master_config config;
+  const blk_master_config *cfg = &config;
+  read_config(&config, given, &f, rank);
+  if (!f.code) check_config(cfg, &f, rank);
   step(&f, rank, blk__fault_from_env(rank));
   blk_master *m = f.code ? NULL : blk__calloc(1, sizeof *m);
   if (!f.code && !m) blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the master");
   if (m) {
     m->cfg = *cfg;
+    m->context = (blk__context){rank, cfg->log_level, cfg->log, cfg->log_user, stop_job, m};
     int size = 1;
     MPI_Comm_size(comm, &size);
     blk__block_fns fns = {cfg->create, cfg->destroy, cfg->save, cfg->load, cfg->size, cfg->user};
@@ -108,7 +165,7 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
       blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the buffer cache");
     if (!f.code && !step(&f, rank, blk__comm_create(&m->comm, dup, m->cache)))
       blk__op_init(&m->op, m->comm, m->cache);
-    if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads));
+    if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads, &m->context));
     blk__budget_settings set = {cfg->mem_blocks,       cfg->mem_bytes, cfg->queue_spill_bytes,
                                 cfg->shuffle,          cfg->spill_dir, cfg->spill_in_memory,
                                 cfg->compression_level};
@@ -134,6 +191,7 @@ static int drained(blk__op *o, void *ctx) {
 
 void blk_master_destroy(blk_master *m) {
   if (!m) return;
+  BLK__ENTER(m);
   if (blk__budget_active(&m->budget)) blk_master_stats_log(m);
   /* Collective: no rank frees its communicator while a message to or from
    * it is under way (MPI would read or write freed memory). */
@@ -146,6 +204,7 @@ void blk_master_destroy(blk_master *m) {
   blk__pool_destroy(m->pool);
   blk__comm_destroy(m->comm);
   blk__buffer_cache_destroy(m->cache);
+  BLK__LEAVE(); /* the context is m's */
   free(m);
 }
 
@@ -191,11 +250,14 @@ const blk_link *blk_master_links(const blk_master *m, int lid, int *count) {
 
 int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, int nlinks) {
   if (!m) return blk__fail(BLK_EINVAL, "master: add: the master is NULL");
-  int lid = blk__table_add(&m->table, gid, block, links, nlinks);
-  if (lid < 0) return lid; /* the caller keeps the block */
+  BLK__ENTER(m);
+  int rc = blk__table_add(&m->table, gid, block, links, nlinks);
   /* Out-of-core, adding may push an older block out; if that write fails the
-   * block stays in memory and the error says why. */
-  return blk__budget_added(&m->budget, lid);
+   * block stays in memory and the error says why. A failed add leaves the
+   * block the caller's. */
+  if (rc >= 0) rc = blk__budget_added(&m->budget, rc);
+  BLK__LEAVE();
+  return rc;
 }
 
 /* Creates and adds this rank's blocks; a failure is recorded in the
@@ -250,6 +312,7 @@ static void create_blocks(blk_master *m, const blk_decomposer *d, const blk_assi
 
 int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assigner *a) {
   if (!m) return blk__fail(BLK_EINVAL, "master: decompose: the master is NULL");
+  BLK__ENTER(m);
   blk__op *o = &m->op;
   blk__op_begin(o, "decompose", NULL, NULL);
   int nb = d ? blk_decomposer_nblocks(d) : 0;
@@ -265,7 +328,9 @@ int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assig
                  blk_assigner_nranks(a), blk__comm_size(m->comm));
   else
     create_blocks(m, d, a);
-  return blk__op_close(o);
+  int rc = blk__op_close(o);
+  BLK__LEAVE();
+  return rc;
 }
 
 void blk_master_stats_get(const blk_master *m, blk_master_stats *out) {
@@ -299,6 +364,7 @@ const char *blk_master_spill_path(const blk_master *m) {
 }
 
 void blk_master_stats_log(const blk_master *m) {
+  BLK__ENTER(m);
   blk_master_stats st;
   blk_master_stats_get(m, &st);
   double ratio = st.bytes_stored_written
@@ -314,4 +380,5 @@ void blk_master_stats_log(const blk_master *m) {
           ratio, (unsigned long long)st.bytes_raw_read, st.seconds_compress, st.seconds_decompress,
           st.seconds_write, st.seconds_read, (unsigned long long)st.spill_file_bytes,
           (unsigned long long)st.spill_file_bytes_peak);
+  BLK__LEAVE();
 }

@@ -15,6 +15,7 @@
 #define BLK_MASTER_STATE_H
 
 #include "base/buffer_cache.h"
+#include "base/context.h"
 #include "base/pool.h"
 #include "base/values.h"
 #include "blk/master.h"
@@ -30,9 +31,16 @@ struct blk_master {
   blk__buffer_cache *cache; /* spare message storage, shared with comm */
   blk__table table;         /* this rank's blocks */
   blk__budget budget;       /* which of them are in memory */
-  blk_master_config cfg;
-  int exchanges;       /* exchanges so far: a foreach callback's round */
-  blk__values results; /* of the last exchange */
+  blk_master_config cfg;    /* in this blk's layout (version) */
+  blk__context context;     /* how its calls log and stop (context.h) */
+  int exchanges;            /* exchanges so far: a foreach callback's round */
+  blk__values results;      /* of the last exchange */
 };
+
+/* Runs a master's call with its context (context.h) as the calling
+ * thread's: BLK__ENTER at the top (after m was checked), BLK__LEAVE before
+ * every return. */
+#define BLK__ENTER(m) const blk__context *blk__outer = blk__context_enter(&(m)->context)
+#define BLK__LEAVE() blk__context_leave(blk__outer)
 
 #endif

@@ -16,7 +16,6 @@
  * a large receive reuses memory that is already faulted in.
  * Only the creating thread calls in; there is no locking here.
  */
-#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "runtime/comm.h"
 
 /* MPICH declares MPI_Testall/Waitall with an access attribute that makes gcc
@@ -28,7 +27,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "base/fail.h"
@@ -73,15 +71,6 @@ struct blk__comm {
   blk__comm_counts counts;  /* messages and bytes sent so far */
 };
 
-/* The panic path. MPI_Abort makes the launcher kill every rank, and output
- * not yet forwarded by the launcher is lost with them, so the message that
- * says why gets a moment to travel first. */
-static void stop_all_ranks(void) {
-  struct timespec pause = {0, 200 * 1000 * 1000};
-  nanosleep(&pause, NULL);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
 int blk__comm_check(int mpi_rc, const char *what) {
   if (mpi_rc == MPI_SUCCESS) return BLK_OK;
   char text[MPI_MAX_ERROR_STRING];
@@ -104,7 +93,6 @@ int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache) {
   c->scratch = scratch;
   MPI_Comm_rank(c->comm, &c->rank);
   MPI_Comm_size(c->comm, &c->size);
-  blk__set_stop_handler(stop_all_ranks);
   *out = c;
   return BLK_OK;
 }

@@ -55,8 +55,7 @@ typedef struct blk__comm blk__comm;
 typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
 /* Takes over comm (a duplicate the caller made for blk, with
- * MPI_ERRORS_RETURN; freed by destroy) and installs the panic handler that
- * stops every rank. Payload storage comes from cache and goes back to it
+ * MPI_ERRORS_RETURN; freed by destroy). Payload storage comes from cache and goes back to it
  * (NULL: malloc). BLK_ENOMEM (comm is then still the caller's). */
 int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache);
 void blk__comm_destroy(blk__comm *c);

@@ -280,7 +280,8 @@ void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx)
   blk__values_clear(&o->values);
   o->handed = o->handed_bytes = o->callbacks = 0;
   o->rounds = 0;
-  if (blk_log_get_level() >= BLK_LOG_INFO) {
+  o->logging = blk__log_enabled(BLK_LOG_INFO);
+  if (o->logging) {
     blk__comm_counts_get(o->comm, &o->sent_before);
     o->started = seconds();
   }
@@ -402,7 +403,7 @@ static void log_operation(const blk__op *o) {
 }
 
 int blk__op_end(blk__op *o, blk__values *values) {
-  if (blk_log_get_level() >= BLK_LOG_INFO) log_operation(o);
+  if (o->logging) log_operation(o);
   o->running = 0;
   o->route = NULL;
   o->route_ctx = NULL;

@@ -97,6 +97,7 @@ typedef struct blk__op {
   blk_buffer arrived[2 * BLK__AGREE_KEYS];
   unsigned char has[2 * BLK__AGREE_KEYS];
   /* What the info log line says about the operation. */
+  int logging; /* the info line is written (the level when it began) */
   blk__comm_counts sent_before;
   double started;
   uint64_t handed, handed_bytes, callbacks;

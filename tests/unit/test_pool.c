@@ -359,16 +359,16 @@ int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
 
   blk__pool *p = (blk__pool *)&thread_marker;
-  CHECK_ERR(blk__pool_create(&p, 0), BLK_EINVAL, "nthreads = 0");
+  CHECK_ERR(blk__pool_create(&p, 0, NULL), BLK_EINVAL, "nthreads = 0");
   CHECK(p == NULL);
-  CHECK_ERR(blk__pool_create(&p, -3), BLK_EINVAL, "nthreads = -3");
+  CHECK_ERR(blk__pool_create(&p, -3, NULL), BLK_EINVAL, "nthreads = -3");
   CHECK(p == NULL);
   blk__pool_destroy(NULL);
 
   const int counts[] = {1, 2, 4};
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
     int t = counts[k];
-    CHECK_OK(blk__pool_create(&p, t));
+    CHECK_OK(blk__pool_create(&p, t, NULL));
     CHECK_EQ_INT(blk__pool_nthreads(p), t);
     CHECK_EQ_INT(blk__pool_outstanding(p), 0);
     check_batch(p, 0);
@@ -386,7 +386,7 @@ int main(void) {
   /* Create and destroy repeatedly, sometimes with work in between. */
   for (int r = 0; r < 50; r++) {
     int t = 1 + r % 4;
-    CHECK_OK(blk__pool_create(&p, t));
+    CHECK_OK(blk__pool_create(&p, t, NULL));
     if (r % 3 == 0) check_batch(p, 17);
     if (r % 5 == 0) {
       static job j;
