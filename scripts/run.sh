@@ -15,8 +15,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${BLK_BUILD_ROOT:-$here/build}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-# Debian packages blk needs to build and run (build-essential brings gcc, make
-# and the C library headers; gcc brings the sanitizer runtimes).
+# Debian packages blk needs to build and run (build-essential brings gcc, make,
+# the C library headers, g++ for the header_cxx11 test and binutils' readelf
+# for install_consumer; gcc brings the sanitizer runtimes).
 packages=(build-essential cmake pkgconf mpich libmpich-dev libzstd-dev)
 
 install_missing() {

@@ -141,11 +141,11 @@ int blk_buffer_error(const blk_buffer *b);
   X(f64, double, double)          \
   X(size, size_t, uint64_t)
 
-#define BLK__BUFFER_DECLARE(name, type, wire)         \
+#define BLK_BUFFER_DECLARE_(name, type, wire)         \
   int blk_buffer_write_##name(blk_buffer *b, type v); \
   int blk_buffer_read_##name(blk_buffer *b, type *v);
-BLK_BUFFER_VALUE_TYPES(BLK__BUFFER_DECLARE)
-#undef BLK__BUFFER_DECLARE
+BLK_BUFFER_VALUE_TYPES(BLK_BUFFER_DECLARE_)
+#undef BLK_BUFFER_DECLARE_
 
 /* Arrays are stored with their element count: a uint64_t count, then
  * count * elem_size bytes. elem_size may be 0 (only the count is stored). */

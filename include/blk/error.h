@@ -37,9 +37,9 @@ extern "C" {
   X(ENOTFOUND, -10, "no such item")
 
 typedef enum blk_error {
-#define BLK__ERROR_ENUM(name, value, str) BLK_##name = (value),
-  BLK_ERROR_MAP(BLK__ERROR_ENUM)
-#undef BLK__ERROR_ENUM
+#define BLK_ERROR_ENUM_(name, value, str) BLK_##name = (value),
+  BLK_ERROR_MAP(BLK_ERROR_ENUM_)
+#undef BLK_ERROR_ENUM_
 } blk_error;
 
 /* The fixed string for an error code ("unknown error" for a code not in the
