@@ -71,8 +71,11 @@ typedef enum blk_arrays_algorithm {
  * the block loaded. */
 typedef void *(*blk_array_fn)(void *block, int gid, void *user);
 
-/* The settings of one collective; start from BLK_ARRAYS_INIT. */
+/* The settings of one collective; start from BLK_ARRAYS_INIT (or
+ * blk_arrays_init). It grows like blk_master_config: version names the
+ * layout the program was built with, and new fields only go at the end. */
 typedef struct blk_arrays {
+  unsigned int version; /* BLK_ARRAYS_VERSION, set by the initialisers */
   blk_array_fn array;
   size_t count;
   blk_type type;
@@ -82,11 +85,19 @@ typedef struct blk_arrays {
   void *user; /* passed to array */
 } blk_arrays;
 
+/* The layout of blk_arrays in this header. */
+#define BLK_ARRAYS_VERSION 1u
+
 #define BLK_ARRAYS_INIT \
-  { NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL }
+  { BLK_ARRAYS_VERSION, NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL }
+
+/* Sets *spec to the defaults of layout version, as BLK_ARRAYS_INIT does.
+ * Returns 0, or BLK_EINVAL for a NULL spec or a version this blk does not
+ * know. Any thread. */
+int blk_arrays_init(blk_arrays *spec, unsigned int version);
 
 /* Every block's array becomes the element-wise op over all blocks' arrays.
- * Errors: BLK_EINVAL (no array callback, k < 2, unknown type, op or
+ * Errors: BLK_EINVAL (a spec version this blk does not know, no array callback, k < 2, unknown type, op or
  * algorithm, count * element size past SIZE_MAX, the assigner's rank count
  * does not match), BLK_ENOMEM (out of memory, or, before anything runs, a
  * count whose array alone is larger than this process can have: physical

@@ -73,6 +73,7 @@ typedef enum blk_pattern {
  * blk calls the functions only with 0 <= round <= rounds() and 0 <= gid < nblocks(),
  * and with gids pointing to room for max >= 0 ints (max may be 0). They may be called
  * from several threads at once, so they must only read the state.
+ *  version       BLK_PARTNERS_OPS_VERSION.
  *  rounds        R >= 0.
  *  nblocks       the number of blocks, >= 1.
  *  active        1 if the block takes part in the round, 0 if not.
@@ -80,6 +81,7 @@ typedef enum blk_pattern {
  *  out_partners  the same for out-partners.
  *  destroy       frees the state at blk_partners_destroy; may be NULL. */
 typedef struct blk_partners_ops {
+  unsigned int version; /* BLK_PARTNERS_OPS_VERSION: the table's layout */
   int (*rounds)(const void *state);
   int (*nblocks)(const void *state);
   int (*active)(const void *state, int round, int gid);
@@ -87,6 +89,11 @@ typedef struct blk_partners_ops {
   int (*out_partners)(const void *state, int round, int gid, int *gids, int max);
   void (*destroy)(void *state);
 } blk_partners_ops;
+
+/* The layout of blk_partners_ops in this header. A table names its layout
+ * in version (its first member), so a newer blk that adds functions at the
+ * end calls only those the table has. */
+#define BLK_PARTNERS_OPS_VERSION 1u
 
 /* A reduction pattern: opaque, read-only after create. */
 typedef struct blk_partners blk_partners;
@@ -134,8 +141,8 @@ int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,
  * round R, and as many messages sent in each round as are received in the next. It
  * also records the largest group for blk_partners_max_group. It cannot check that every
  * sender and receiver name each other; that is the ops' promise.
- * Any thread. Errors: BLK_EINVAL for out or ops NULL, a NULL function in ops (destroy
- * excepted), rounds() < 0 or = INT_MAX, nblocks() < 1, (rounds() + 1) * nblocks() above
+ * Any thread. Errors: BLK_EINVAL for out or ops NULL, an ops version this blk does not
+ * know, a NULL function in ops (destroy excepted), rounds() < 0 or = INT_MAX, nblocks() < 1, (rounds() + 1) * nblocks() above
  * 2^32 (checking that many pairs would take minutes), a partner list longer than
  * nblocks() (a gid is listed at most once), or a pattern that fails the checks above
  * (the detail names round, gid and value); BLK_ENOMEM (also for a partner list larger

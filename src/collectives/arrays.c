@@ -229,9 +229,25 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
   return BLK_OK;
 }
 
+int blk_arrays_init(blk_arrays *spec, unsigned int version) {
+  static const blk_arrays defaults = BLK_ARRAYS_INIT;
+  if (!spec) return blk__fail(BLK_EINVAL, "arrays: init: spec is NULL");
+  if (version < 1 || version > BLK_ARRAYS_VERSION)
+    return blk__fail(BLK_EINVAL, "arrays: init: version %u; this blk knows 1..%u", version,
+                     BLK_ARRAYS_VERSION);
+  *spec = defaults; /* (one layout so far) */
+  spec->version = version;
+  return BLK_OK;
+}
+
 static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) {
-  if (!s || !s->array || !a)
-    return blk__fail(BLK_EINVAL, "arrays: the spec, its array callback or the assigner is NULL");
+  if (!s || !a) return blk__fail(BLK_EINVAL, "arrays: the spec or the assigner is NULL");
+  if (s->version < 1 || s->version > BLK_ARRAYS_VERSION)
+    return blk__fail(BLK_EINVAL,
+                     "arrays: the spec has version %u; this blk knows 1..%u (initialise it with "
+                     "BLK_ARRAYS_INIT or blk_arrays_init)",
+                     s->version, BLK_ARRAYS_VERSION);
+  if (!s->array) return blk__fail(BLK_EINVAL, "arrays: the spec has no array callback");
   if (s->k < 2) return blk__fail(BLK_EINVAL, "arrays: k = %d, must be >= 2", s->k);
   *elem = type_size(s->type);
   if (!*elem) return blk__fail(BLK_EINVAL, "arrays: unknown type %d", (int)s->type);

@@ -199,6 +199,11 @@ int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, 
   if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
   *out = NULL;
   if (ops == NULL) return blk__fail(BLK_EINVAL, "partners: ops is NULL");
+  if (ops->version < 1 || ops->version > BLK_PARTNERS_OPS_VERSION)
+    return blk__fail(BLK_EINVAL,
+                     "partners: ops->version = %u; this blk knows 1..%u (set it to "
+                     "BLK_PARTNERS_OPS_VERSION)",
+                     ops->version, BLK_PARTNERS_OPS_VERSION);
   const char *missing = ops->rounds == NULL         ? "rounds"
                         : ops->nblocks == NULL      ? "nblocks"
                         : ops->active == NULL       ? "active"

@@ -183,14 +183,29 @@ static int allreduce_out(const void *state, int round, int gid, int *gids, int m
   return merge_in(s, merge_round(s, round), gid, gids, max);
 }
 
-static const blk_partners_ops merge_ops = {rounds_once, nblocks,      merge_active_op,
-                                           merge_in_op, merge_out_op, destroy};
-static const blk_partners_ops broadcast_ops = {rounds_once,  nblocks,       broadcast_active,
-                                               broadcast_in, broadcast_out, destroy};
-static const blk_partners_ops swap_ops = {rounds_once, nblocks,  swap_active,
-                                          swap_in,     swap_out, destroy};
-static const blk_partners_ops allreduce_ops = {rounds_twice, nblocks,       allreduce_active,
-                                               allreduce_in, allreduce_out, destroy};
+static const blk_partners_ops merge_ops = {BLK_PARTNERS_OPS_VERSION,
+                                           rounds_once,
+                                           nblocks,
+                                           merge_active_op,
+                                           merge_in_op,
+                                           merge_out_op,
+                                           destroy};
+static const blk_partners_ops broadcast_ops = {BLK_PARTNERS_OPS_VERSION,
+                                               rounds_once,
+                                               nblocks,
+                                               broadcast_active,
+                                               broadcast_in,
+                                               broadcast_out,
+                                               destroy};
+static const blk_partners_ops swap_ops = {
+    BLK_PARTNERS_OPS_VERSION, rounds_once, nblocks, swap_active, swap_in, swap_out, destroy};
+static const blk_partners_ops allreduce_ops = {BLK_PARTNERS_OPS_VERSION,
+                                               rounds_twice,
+                                               nblocks,
+                                               allreduce_active,
+                                               allreduce_in,
+                                               allreduce_out,
+                                               destroy};
 
 /* Which merge exchange round a pattern's exchange round e (sent in callback round e)
  * uses, given the merge's R. */

@@ -289,6 +289,14 @@ int main(int argc, char **argv) {
     bad.k = 2;
     bad.type = (blk_type)9;
     CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "type 9");
+    bad.type = BLK_FLOAT;
+    bad.version = 0; /* a spec not made by BLK_ARRAYS_INIT or blk_arrays_init */
+    CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "version 0");
+    blk_arrays fresh;
+    CHECK_OK(blk_arrays_init(&fresh, BLK_ARRAYS_VERSION));
+    CHECK(fresh.version == BLK_ARRAYS_VERSION && fresh.k == 2 && fresh.array == NULL &&
+          fresh.algorithm == BLK_ARRAYS_AUTO);
+    CHECK_ERR(blk_arrays_init(&fresh, 2), BLK_EINVAL, "version 2");
     blk_log_set_level(BLK_LOG_WARN);
     check_budget(m, mem_blocks);
     blk_master_destroy(m);

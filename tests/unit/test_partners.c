@@ -532,8 +532,13 @@ static void ring_destroy(void *state) {
   r->destroyed++;
 }
 
-static const blk_partners_ops ring_ops = {ring_rounds, ring_nblocks, ring_active,
-                                          ring_in,     ring_out,     ring_destroy};
+static const blk_partners_ops ring_ops = {BLK_PARTNERS_OPS_VERSION,
+                                          ring_rounds,
+                                          ring_nblocks,
+                                          ring_active,
+                                          ring_in,
+                                          ring_out,
+                                          ring_destroy};
 
 /* A star: every block sends to gid 0 in round 0; more partners than blk's first guess. */
 static int star_rounds(const void *state) {
@@ -597,8 +602,8 @@ static void test_custom(void) {
   CHECK_EQ_INT(rg.destroyed, 1);
 
   int nstar = 40;
-  static const blk_partners_ops star_ops = {star_rounds, star_nblocks, star_active,
-                                            star_in,     star_out,     NULL};
+  static const blk_partners_ops star_ops = {
+      BLK_PARTNERS_OPS_VERSION, star_rounds, star_nblocks, star_active, star_in, star_out, NULL};
   CHECK_OK(blk_partners_create_custom(&p, &star_ops, &nstar));
   CHECK_EQ_INT(blk_partners_max_group(p), 40);
   int gids[40];
@@ -645,6 +650,11 @@ static void test_custom(void) {
     snprintf(text, sizeof text, "ops->%s is NULL", names[i]);
     CHECK_ERR(blk_partners_create_custom(&p, &ops, &rg), BLK_EINVAL, text);
   }
+  blk_partners_ops unversioned = ring_ops;
+  unversioned.version = 0;
+  CHECK_ERR(blk_partners_create_custom(&p, &unversioned, &rg), BLK_EINVAL, "ops->version = 0");
+  unversioned.version = BLK_PARTNERS_OPS_VERSION + 1;
+  CHECK_ERR(blk_partners_create_custom(&p, &unversioned, &rg), BLK_EINVAL, "this blk knows 1..");
   int zero = 0;
   CHECK_ERR(blk_partners_create_custom(&p, &star_ops, &zero), BLK_EINVAL, "nblocks() = 0");
   CHECK(p == NULL);
@@ -680,8 +690,8 @@ static int huge_out(const void *state, int round, int gid, int *gids, int max) {
   return n;
 }
 
-static const blk_partners_ops huge_ops = {huge_rounds, huge_nblocks, huge_active,
-                                          huge_in,     huge_out,     NULL};
+static const blk_partners_ops huge_ops = {
+    BLK_PARTNERS_OPS_VERSION, huge_rounds, huge_nblocks, huge_active, huge_in, huge_out, NULL};
 
 /* Custom patterns too large to check or to hold are refused at once, naming
  * the values; before, each of these ran create's check for half a minute or
