@@ -61,10 +61,9 @@ typedef enum blk_arrays_algorithm {
 } blk_arrays_algorithm;
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers SPLIT (see
- * above). At 2 ranks x 1 block BUTTERFLY beats SPLIT at 64 KiB, the two are
- * even at 128-256 KiB and SPLIT wins from 512 KiB (docs/performance.md);
- * BUTTERFLY's bytes grow with log(ranks), so the switch is at the low end
- * of the even range. */
+ * above): the low end of the range where the two cost the same at 2 ranks
+ * x 1 block in blk-bench (docs/performance.md), since BUTTERFLY's bytes
+ * grow with log(ranks). */
 #define BLK_ARRAYS_SPLIT_BYTES 131072
 
 /* Returns the block's array (count elements). Called on pool threads with
@@ -97,17 +96,17 @@ typedef struct blk_arrays {
 int blk_arrays_init(blk_arrays *spec, unsigned int version);
 
 /* Every block's array becomes the element-wise op over all blocks' arrays.
- * Errors: BLK_EINVAL (a spec version this blk does not know, no array callback, k < 2, unknown type, op or
- * algorithm, count * element size past SIZE_MAX, the assigner's rank count
- * does not match), BLK_ENOMEM (out of memory, or, before anything runs, a
- * count whose array alone is larger than this process can have: physical
- * memory, RLIMIT_AS or RLIMIT_DATA; the detail names count, bytes and
- * limit), BLK_EMPI, BLK_EIO and BLK_ECORRUPT (out-of-core). Collective like
- * blk_reduce, with the same spec on every rank: every rank returns the same
- * code (also for a limit only one rank runs into, and for a block missing
- * or placed elsewhere, as in blk_reduce). After a failure, a block whose
- * array depended on it holds it as it was before the round it could not
- * run: a partial result. */
+ * Errors: BLK_EINVAL (a spec version this blk does not know, no array callback,
+ * k < 2, unknown type, op or algorithm, count * element size past SIZE_MAX, the
+ * assigner's rank count does not match), BLK_ENOMEM (out of memory, or, before
+ * anything runs, a count whose array alone is larger than this process can
+ * have: physical memory, RLIMIT_AS or RLIMIT_DATA; the detail names count,
+ * bytes and limit), BLK_EMPI, BLK_EIO and BLK_ECORRUPT (out-of-core).
+ * Collective like blk_reduce, with the same spec on every rank: every rank
+ * returns the same code (also for a limit only one rank runs into, and for a
+ * block missing or placed elsewhere, as in blk_reduce). After a failure, a
+ * block whose array depended on it holds it as it was before the round it could
+ * not run: a partial result. */
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
 /* The algorithm blk_arrays_all_reduce runs for spec with this assigner:

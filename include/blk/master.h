@@ -126,20 +126,20 @@ int blk_master_config_init(blk_master_config *cfg, unsigned int version);
  * checksummed). */
 #define BLK_COMPRESSION_NONE INT_MIN
 
-/* Creates a master on a duplicate of comm. cfg may be NULL for defaults;
- * each rank may pass its own (a spill directory per node), and a setting
- * that fails on one rank fails the create on every rank (*out is NULL on
- * all of them). Collective over comm.
- * Errors: BLK_EINVAL (out is NULL, a config version this blk does not know
- * (a config not made by BLK_MASTER_CONFIG_INIT or blk_master_config_init
- * has version 0), threads < 1, log_level not BLK_LOG_DEFAULT or a level,
- * a budget without the create/destroy/save/load callbacks, mem_bytes
- * without size, a BLK_FAULT value that cannot be read), BLK_EIO (the
- * spill directory does not exist or is not writable; the detail names it
- * and the rank), BLK_ETHREADLEVEL (threads > 1 but MPI was initialised
- * with less than MPI_THREAD_FUNNELED), BLK_EMPI, BLK_ENOMEM. Two are returned only where they are found, since
- * nothing can be agreed without them: BLK_ESTATE when MPI is not
- * initialised and BLK_EINVAL when comm is MPI_COMM_NULL. */
+/* Creates a master on a duplicate of comm. cfg may be NULL for defaults; each
+ * rank may pass its own (a spill directory per node), and a setting that fails
+ * on one rank fails the create on every rank (*out is NULL on all of them).
+ * Collective over comm. Errors: BLK_EINVAL (out is NULL, a config version this
+ * blk does not know (a config not made by BLK_MASTER_CONFIG_INIT or
+ * blk_master_config_init has version 0), threads < 1, log_level not
+ * BLK_LOG_DEFAULT or a level, a budget without the create/destroy/save/load
+ * callbacks, mem_bytes without size, a BLK_FAULT value that cannot be read),
+ * BLK_EIO (the spill directory does not exist or is not writable; the detail
+ * names it and the rank), BLK_ETHREADLEVEL (threads > 1 but MPI was initialised
+ * with less than MPI_THREAD_FUNNELED), BLK_EMPI, BLK_ENOMEM. Two are returned
+ * only where they are found, since nothing can be agreed without them:
+ * BLK_ESTATE when MPI is not initialised and BLK_EINVAL when comm is
+ * MPI_COMM_NULL. */
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg);
 
 /* Destroys the blocks (through cfg.destroy), the threads and the duplicated
@@ -201,7 +201,8 @@ typedef int (*blk_foreach_fn)(void *block, blk_proxy *proxy, void *user);
 /* Runs fn once on every local block, in parallel on the pool (one block's
  * callbacks never run at once). Collective (every rank calls it, also one
  * without blocks), so that a failure anywhere is every rank's: it costs one
- * agreement (about 0.3 us at two ranks).
+ * agreement, 2 log2(ranks) small messages (docs/performance.md has the
+ * figures).
  * Errors, the same on every rank: BLK_EINVAL (fn is NULL), BLK_ECALLBACK (a
  * callback failed: every other block still ran; the detail names the
  * lowest failing rank, its earliest failing gid and the code it returned),

@@ -131,23 +131,21 @@ int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,
                                const int *divisions, int nrounds, const int *axes,
                                const int *radices, int contiguous);
 
-/* Create a pattern from a user's ops table and state. ops must stay valid until the
- * object is destroyed; blk does not copy it. On success the object owns state and calls
+/* Create a pattern from a user's ops table and state. ops must stay valid until the object
+ * is destroyed; blk does not copy it. On success the object owns state and calls
  * ops->destroy(state) (if not NULL) at blk_partners_destroy; on error the state stays the
- * caller's.
- * blk checks the pattern at create, calling every function once for each round and
- * gid ((R+1) * nblocks calls of each, the only cost beyond O(1)): partner counts >= 0,
+ * caller's. blk checks the pattern at create, calling every function once for each round
+ * and gid ((R+1) * nblocks calls of each, the only cost beyond O(1)): partner counts >= 0,
  * partner gids in range, no partners for inactive blocks, none in round 0, none out of
- * round R, and as many messages sent in each round as are received in the next. It
- * also records the largest group for blk_partners_max_group. It cannot check that every
- * sender and receiver name each other; that is the ops' promise.
- * Any thread. Errors: BLK_EINVAL for out or ops NULL, an ops version this blk does not
- * know, a NULL function in ops (destroy excepted), rounds() < 0 or = INT_MAX, nblocks() < 1, (rounds() + 1) * nblocks() above
- * 2^32 (checking that many pairs would take minutes), a partner list longer than
- * nblocks() (a gid is listed at most once), or a pattern that fails the checks above
- * (the detail names round, gid and value); BLK_ENOMEM (also for a partner list larger
- * than this process can hold: physical memory, RLIMIT_AS or RLIMIT_DATA). On error
- * *out is NULL. */
+ * round R, and as many messages sent in each round as are received in the next. It also
+ * records the largest group for blk_partners_max_group. It cannot check that every sender
+ * and receiver name each other; that is the ops' promise. Any thread. Errors: BLK_EINVAL
+ * for out or ops NULL, an ops version this blk does not know, a NULL function in ops
+ * (destroy excepted), rounds() < 0 or = INT_MAX, nblocks() < 1, (rounds() + 1) * nblocks()
+ * above 2^32 (checking that many pairs would take minutes), a partner list longer than
+ * nblocks() (a gid is listed at most once), or a pattern that fails the checks above (the
+ * detail names round, gid and value); BLK_ENOMEM (also for a partner list larger than this
+ * process can hold: physical memory, RLIMIT_AS or RLIMIT_DATA). On error *out is NULL. */
 int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state);
 
 /* Free a partners object and, for a custom one, its state. NULL does nothing. Not

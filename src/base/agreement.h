@@ -8,9 +8,9 @@
  * to rank ^ 2^j and combines what that rank sent. With a rank count p that
  * is not a power of two, the p - p' ranks above the largest power of two p'
  * first hand their record to rank - p' and at the end get the result back
- * from it. Cost: ceil(log2 p) steps of alpha (plus two with the fold), about
- * 0.3 us at two ranks on shared memory, against 1.0-1.4 us for an
- * MPI_Iallreduce driven by MPI_Test.
+ * from it. Cost: ceil(log2 p) steps of alpha (plus two with the fold),
+ * less than an MPI_Iallreduce driven by MPI_Test (docs/errors.md has the
+ * figures).
  *
  * Two properties the runtime relies on:
  * - Every rank ends with the same combination, even of floating-point

@@ -4,9 +4,9 @@
  * blk's queues and message payloads are blk_buffers that live for one round
  * or one operation. Given back to malloc, large ones go back to the kernel
  * (glibc unmaps chunks above its mmap threshold and trims the heap top), and
- * the next message touches fresh pages: a page fault per 4 KiB, 2-2.6 us each
- * on the development VM, 20-60 times a memcpy of the page. That dominated
- * every pattern from 64 KiB up (docs/performance.md). So storage that a
+ * the next message touches fresh pages: a page fault per 4 KiB, which on a
+ * virtual machine costs tens of times a memcpy of the page. That dominated
+ * every pattern from 64 KiB up (docs/performance.md has the figures). So storage that a
  * message or queue is done with goes here, and the next one of a similar
  * size takes it.
  *
