@@ -49,7 +49,8 @@ const char *blk_strerror(int code);
 /* The detailed message of the last error blk returned on the calling thread,
  * for example "decomposer: divisions[1] = 4 but 7 blocks remain to divide", or
  * "" if there was none. Valid until the next blk call on the same thread that
- * fails (a call that succeeds may leave it as it was). */
+ * fails; a collective call that succeeds clears it, other calls that succeed
+ * may leave it as it was. */
 const char *blk_last_error(void);
 
 #ifdef __cplusplus

@@ -408,7 +408,10 @@ int blk__op_end(blk__op *o, blk__values *values) {
   o->route = NULL;
   o->route_ctx = NULL;
   if (values) blk__values_copy(values, &o->values);
-  if (!o->failure.code) return BLK_OK;
+  if (!o->failure.code) {
+    blk__clear_error(); /* a collective that succeeded leaves no stale detail */
+    return BLK_OK;
+  }
   o->some_failed = 1;
   char op[64];
   snprintf(op, sizeof op, "%s %u", o->name, o->epoch);

@@ -11,7 +11,8 @@
  *                its own level) and stderr does not; two masters at once,
  *                one logging, one not; BLK_LOG_DEFAULT follows the process
  *     partners   blk_proxy_partners is the pattern blk_reduce was given,
- *                and NULL in foreach and in all_to_all's callbacks
+ *                and NULL in foreach and in all_to_all's callbacks; a
+ *                collective that succeeds clears blk_last_error()
  *     stop       (death test) a callback's misuse calls the master's stop
  *                callback with the message before the job stops
  */
@@ -209,7 +210,10 @@ static void case_partners(void) {
   int calls = 0;
   CHECK_OK(blk_reduce(m, a, p, check_partners, &calls));
   CHECK(calls > 0 || blk_master_local_count(m) == 0);
+  /* A collective that succeeds clears the detail an earlier failure left. */
+  CHECK_ERR(blk_master_add(m, -1, NULL, NULL, 0), BLK_EINVAL, "gid = -1");
   CHECK_OK(blk_master_foreach(m, no_partners, NULL));
+  CHECK_STR(blk_last_error(), "");
   CHECK_OK(blk_all_to_all(m, a, 2, 1, no_partners, no_partners, NULL));
   blk_partners_destroy(p);
   blk_master_destroy(m);
