@@ -12,7 +12,7 @@ fail=0
 layer_of() { # file basename without extension -> layer number
   case "$1" in
     error|fail|failure|fault|alloc|agreement|log|logger|version|buffer|buffer_cache|pool|codec|shuffle|checksum|le64|backoff|gid_map|memory_limit) echo 1 ;;
-    bounds|decomposer|assigner|link) echo 2 ;;
+    bounds|coord|decomposer|assigner|link) echo 2 ;;
     partners|partners_regular) echo 3 ;;
     comm|operation|values|master|master_state|proxy|exchange|reduce|reduce_run|all_to_all|arrays|combine|storage|budget|schedule) echo 4 ;;
     *) echo 0 ;;
