@@ -691,10 +691,10 @@ void blk_decomposer_gid_to_coords(const blk_decomposer *d, int gid, int *coords)
 }
 
 int blk_decomposer_coords_to_gid(const blk_decomposer *d, const int *coords) {
-  if (!d || !coords) return -1;
+  if (!d || !coords) return blk__fail(BLK_EINVAL, "decomposer: coords_to_gid with a NULL argument");
   int gid = 0;
   for (int a = 0; a < d->dim; a++) {
-    if (coords[a] < 0 || coords[a] >= d->div[a]) return -1;
+    if (coords[a] < 0 || coords[a] >= d->div[a]) return BLK_ENOTFOUND; /* no detail, as above */
     gid += coords[a] * d->stride[a];
   }
   return gid;
@@ -710,7 +710,7 @@ BLK__TEMPLATE int block_box(const blk_decomposer *d, const grid_ops *ops, int gi
   int rc = check_kind(d, ops, what);
   if (rc) return rc;
   if (gid < 0 || gid >= d->nblocks)
-    return blk__fail(BLK_EINVAL, "decomposer: %s: gid %d is outside 0..%d", what, gid,
+    return blk__fail(BLK_ENOTFOUND, "decomposer: %s: gid %d is outside 0..%d", what, gid,
                      d->nblocks - 1);
   blk__box c = {.dim = d->dim}, g = {.dim = d->dim};
   for (int a = 0; a < d->dim; a++) {
@@ -759,7 +759,8 @@ BLK__TEMPLATE int point_owner(const blk_decomposer *d, const grid_ops *ops, cons
   int gid = 0;
   for (int a = 0; a < d->dim; a++) {
     blk__coord p = k->get(pt, a);
-    if (!k->le(d->domain.min[a], p) || !k->le(p, d->domain.max[a])) return -1; /* NaN too */
+    /* A miss is an answer, not a failure: no detail, so it costs what a hit does. */
+    if (!k->le(d->domain.min[a], p) || !k->le(p, d->domain.max[a])) return BLK_ENOTFOUND;
     gid += owner(d, ops, a, p) * d->stride[a];
   }
   return gid;

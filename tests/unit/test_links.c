@@ -179,8 +179,13 @@ static void test_counts(void) {
   }
   int up[2] = {0, 1};
   CHECK_EQ_INT(blk_link_find_reverse(l, n, 1, up, 2), 1); /* 1 sent up; arrives from below */
-  CHECK_EQ_INT(blk_link_find_reverse(l, n, 1, c, 2), -1);
-  CHECK_EQ_INT(blk_link_find_reverse(NULL, n, 1, up, 2), -1);
+  CHECK_EQ_INT(blk_link_find_reverse(l, n, 1, c, 2), BLK_ENOTFOUND);
+  CHECK_EQ_INT(blk_link_find_reverse(l, n, 3, up, 2), BLK_ENOTFOUND);    /* 3 is no neighbour */
+  CHECK_EQ_INT(blk_link_find_reverse(NULL, 0, 1, up, 2), BLK_ENOTFOUND); /* no links at all */
+  CHECK_ERR(blk_link_find_reverse(NULL, n, 1, up, 2), BLK_EINVAL, "NULL");
+  CHECK_ERR(blk_link_find_reverse(l, -1, 1, up, 2), BLK_EINVAL, "count = -1");
+  CHECK_ERR(blk_link_find_reverse(l, n, 1, NULL, 2), BLK_EINVAL, "NULL");
+  CHECK_ERR(blk_link_find_reverse(l, n, 1, up, BLK_MAX_DIM + 1), BLK_EINVAL, "dim = 9");
   free(l);
   check_all(d, as);
   blk_decomposer_destroy(d);
@@ -373,10 +378,11 @@ static void test_errors(void) {
   CHECK_OK(blk_assigner_create_contiguous(&wrong, 2, 13));
   blk_link *l = &poison;
   int n = 99;
-  CHECK_ERR(blk_decomposer_links(d, as, 12, &l, &n), BLK_EINVAL, "gid 12 is outside 0..11");
+  CHECK_ERR(blk_decomposer_links(d, as, 12, &l, &n), BLK_ENOTFOUND, "gid 12 is outside 0..11");
   CHECK(l == NULL);
   CHECK_EQ_INT(n, 0);
-  CHECK_ERR(blk_decomposer_links(d, as, -1, &l, &n), BLK_EINVAL, "gid -1");
+  CHECK_ERR(blk_decomposer_links(d, as, -1, &l, &n), BLK_ENOTFOUND, "gid -1");
+  CHECK_ERR(blk_decomposer_links(d, wrong, 99, &l, &n), BLK_EINVAL, "13 blocks"); /* both */
   CHECK_ERR(blk_decomposer_links(d, wrong, 0, &l, &n), BLK_EINVAL,
             "the assigner has 13 blocks, the decomposer 12");
   CHECK_ERR(blk_decomposer_links(NULL, as, 0, &l, &n), BLK_EINVAL, "NULL");
