@@ -84,6 +84,10 @@ fail:
   return rc;
 }
 
+void blk_links_free(blk_link *links) {
+  free(links);
+}
+
 int blk_link_find_reverse(const blk_link *links, int count, int src_gid, const int *src_dir,
                           int dim) {
   if ((!links && count > 0) || count < 0 || !src_dir)

@@ -41,8 +41,9 @@ typedef struct blk_link {
  * Order: directions enumerated as offsets with axis 0 fastest, -1 before 0
  * before +1 (so in 2D: (-1,-1), (0,-1), (1,-1), (-1,0), (1,0), (-1,1), (0,1),
  * (1,1)), skipping those that leave a non-wrapped axis. Entries of dir and
- * wrap past dim are 0. On success *links is a malloc'd array of *count links
- * that the caller frees with free(); a block without neighbours gets
+ * wrap past dim are 0. On success *links is an array of *count links that
+ * the caller owns and frees with blk_links_free (not free(): how blk
+ * allocates it is its own business); a block without neighbours gets
  * *links = NULL and *count = 0. Returns 0, BLK_ENOMEM, BLK_EINVAL for NULL
  * arguments or an assigner whose block count differs from the decomposer's,
  * or BLK_ENOTFOUND for a gid outside 0..nblocks-1 (no such block), each
@@ -50,6 +51,10 @@ typedef struct blk_link {
  * d and a are only read: any thread. At most 3^dim - 1 links. */
 int blk_decomposer_links(const blk_decomposer *d, const blk_assigner *a, int gid, blk_link **links,
                          int *count);
+
+/* Frees an array of links made by blk_decomposer_links; NULL does nothing.
+ * The array must not be used afterwards. Any thread (it is the caller's). */
+void blk_links_free(blk_link *links);
 
 /* The index in links[0..count) of the link on which a message sent by
  * src_gid along its link direction src_dir arrives: the link whose gid is
