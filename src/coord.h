@@ -35,10 +35,14 @@
 
 #include "blk/bounds.h"
 
+/* BLK__COLD marks the error path such a routine leaves by: placed out of
+ * line, so that the fast path falls straight through. */
 #if defined(__GNUC__)
 #define BLK__TEMPLATE static inline __attribute__((always_inline))
+#define BLK__COLD __attribute__((cold))
 #else
 #define BLK__TEMPLATE static inline
+#define BLK__COLD
 #endif
 
 typedef union blk__coord {

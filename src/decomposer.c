@@ -41,6 +41,7 @@
  */
 #include "blk/decomposer.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,6 +69,8 @@ struct blk_decomposer {
   uint64_t q[BLK_MAX_DIM];    /* span / div */
   uint64_t r[BLK_MAX_DIM];    /* span % div */
   double len[BLK_MAX_DIM];    /* continuous: max - min */
+  double unit[BLK_MAX_DIM];   /* continuous: a power of two near 1 / len */
+  double scale[BLK_MAX_DIM];  /* blocks per unit of offset(), for owner guesses */
 };
 
 /* What the queries need of a kind besides coord.h's comparisons: where
@@ -78,8 +81,10 @@ struct grid_ops {
   blk__coord (*to)(const blk_decomposer *d, int a, int i);   /* its last, with the shared face */
   blk__coord (*glo)(const blk_decomposer *d, int a, int i);  /* its ghosted start; monotone in i */
   blk__coord (*ghi)(const blk_decomposer *d, int a, int i);  /* its ghosted end; monotone in i */
-  /* About (p - min) / extent for a p in the domain: a guess, not exact. */
-  double (*fraction)(const blk_decomposer *d, int a, blk__coord p);
+  /* Where a p in the domain lies along the axis, as a double that scale[a]
+   * turns into blocks (p - min, times unit for a continuous axis). Rounded:
+   * it only feeds a guess. */
+  double (*offset)(const blk_decomposer *d, int a, blk__coord p);
   /* The coordinates to search for block i with glo(i) <= q <= ghi(i) when
    * looking for p on axis a: p brought into the domain and, on a wrapped
    * axis, those of its periodic images that the ghosts can reach. Returns
@@ -142,9 +147,8 @@ static blk__coord discrete_ghi(const blk_decomposer *d, int a, int i) {
   return (blk__coord){.i = d->span[a] - t >= g ? add_off(min, t + g) : d->domain.max[a].i};
 }
 
-static double discrete_fraction(const blk_decomposer *d, int a, blk__coord p) {
-  uint64_t o = (uint64_t)p.i - (uint64_t)d->domain.min[a].i;
-  return (double)o / ((double)d->span[a] + 1.0);
+static double discrete_offset(const blk_decomposer *d, int a, blk__coord p) {
+  return (double)((uint64_t)p.i - (uint64_t)d->domain.min[a].i);
 }
 
 static int discrete_images(const blk_decomposer *d, int a, blk__coord pc, blk__coord q[3]) {
@@ -205,8 +209,8 @@ static blk__coord continuous_ghi(const blk_decomposer *d, int a, int i) {
   return (blk__coord){.x = x};
 }
 
-static double continuous_fraction(const blk_decomposer *d, int a, blk__coord p) {
-  return d->len[a] > 0 ? (p.x - d->domain.min[a].x) / d->len[a] : 0.0;
+static double continuous_offset(const blk_decomposer *d, int a, blk__coord p) {
+  return (p.x - d->domain.min[a].x) * d->unit[a];
 }
 
 static int continuous_images(const blk_decomposer *d, int a, blk__coord pc, blk__coord q[3]) {
@@ -232,12 +236,11 @@ static int continuous_images(const blk_decomposer *d, int a, blk__coord pc, blk_
   return 3;
 }
 
-static const grid_ops discrete_ops = {&blk__discrete, discrete_from, discrete_to,
-                                      discrete_glo,   discrete_ghi,  discrete_fraction,
-                                      discrete_images};
+static const grid_ops discrete_ops = {&blk__discrete, discrete_from,   discrete_to,    discrete_glo,
+                                      discrete_ghi,   discrete_offset, discrete_images};
 
 static const grid_ops continuous_ops = {&blk__continuous, continuous_from, continuous_to,
-                                        continuous_glo,   continuous_ghi,  continuous_fraction,
+                                        continuous_glo,   continuous_ghi,  continuous_offset,
                                         continuous_images};
 
 /* ---- choosing divisions ---------------------------------------------- */
@@ -592,6 +595,13 @@ static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds 
     if (!d->continuous) {
       d->q[a] = d->span[a] / (uint64_t)d->div[a];
       d->r[a] = d->span[a] % (uint64_t)d->div[a];
+      d->scale[a] = (double)d->div[a] / ((double)d->span[a] + 1.0);
+    } else if (d->len[a] > 0) {
+      /* len * unit is in [1, 2) (at least 2^-51 for a subnormal len), so
+       * scale is finite however short the axis. */
+      int e = -ilogb(d->len[a]);
+      d->unit[a] = ldexp(1.0, e < DBL_MAX_EXP - 1 ? e : DBL_MAX_EXP - 1);
+      d->scale[a] = (double)d->div[a] / (d->len[a] * d->unit[a]);
     }
   }
   *out = d;
@@ -659,19 +669,27 @@ void blk_decomposer_get_config(const blk_decomposer *d, blk_decomposer_config *c
   }
 }
 
-/* BLK_EINVAL, naming the query, for a NULL d or a d of the other kind. */
-BLK__TEMPLATE int check_kind(const blk_decomposer *d, const grid_ops *ops, const char *what) {
+/* Whether d is a decomposer of ops' kind: the check every typed query
+ * makes first. */
+BLK__TEMPLATE int is_kind(const blk_decomposer *d, const grid_ops *ops) {
+  return d && d->ops == ops;
+}
+
+/* The BLK_EINVAL of a query called wrong: a NULL d, a d of the other kind
+ * than ops, or else a NULL argument, named by arg. Cold, and reached by a
+ * tail call, so that a lookup's fast path has no call to return from (which
+ * cost it a stack frame) and no taken branch around the error path. */
+BLK__COLD static int call_error(const blk_decomposer *d, const grid_ops *ops, const char *what,
+                                const char *arg) {
   if (!d) return blk__fail(BLK_EINVAL, "decomposer: %s of a NULL decomposer", what);
   if (d->ops != ops)
     return blk__fail(BLK_EINVAL, "decomposer: %s asked of a %s decomposer", what, d->ops->k->name);
-  return 0;
+  return blk__fail(BLK_EINVAL, "decomposer: %s with a NULL %s", what, arg);
 }
 
 BLK__TEMPLATE int get_domain(const blk_decomposer *d, const grid_ops *ops, void *out,
                              const char *what) {
-  int rc = check_kind(d, ops, what);
-  if (rc) return rc;
-  if (!out) return blk__fail(BLK_EINVAL, "decomposer: %s with a NULL argument", what);
+  if (!is_kind(d, ops) || !out) return call_error(d, ops, what, "argument");
   ops->k->store(out, &d->domain);
   return 0;
 }
@@ -707,8 +725,7 @@ int blk_decomposer_coords_to_gid(const blk_decomposer *d, const int *coords) {
 
 BLK__TEMPLATE int block_box(const blk_decomposer *d, const grid_ops *ops, int gid, void *core,
                             void *ghosted, const char *what) {
-  int rc = check_kind(d, ops, what);
-  if (rc) return rc;
+  if (!is_kind(d, ops)) return call_error(d, ops, what, "argument");
   if (gid < 0 || gid >= d->nblocks)
     return blk__fail(BLK_ENOTFOUND, "decomposer: %s: gid %d is outside 0..%d", what, gid,
                      d->nblocks - 1);
@@ -738,12 +755,12 @@ int blk_decomposer_block_cbounds(const blk_decomposer *d, int gid, blk_cbounds *
 /* ---- point lookups --------------------------------------------------- */
 
 /* The owner along axis a of a p in the domain: the largest i with
- * from(i) <= p. A guess from p's place on the axis lands within a step or
- * two, and exact comparisons settle it, so the answer agrees with
- * block_bounds bit for bit whatever the guess. */
+ * from(i) <= p. A guess from p's place on the axis (a multiplication, no
+ * division) lands within a step or two, and exact comparisons settle it, so
+ * the answer agrees with block_bounds bit for bit whatever the guess. */
 BLK__TEMPLATE int owner(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord p) {
   int n = d->div[a];
-  double g = ops->fraction(d, a, p) * (double)n;
+  double g = ops->offset(d, a, p) * d->scale[a];
   int i = g >= (double)(n - 1) ? n - 1 : (g > 0 ? (int)g : 0);
   while (i > 0 && !ops->k->le(ops->from(d, a, i), p)) i--;
   while (i < n - 1 && ops->k->le(ops->from(d, a, i + 1), p)) i++;
@@ -752,9 +769,7 @@ BLK__TEMPLATE int owner(const blk_decomposer *d, const grid_ops *ops, int a, blk
 
 BLK__TEMPLATE int point_owner(const blk_decomposer *d, const grid_ops *ops, const void *pt,
                               const char *what) {
-  int rc = check_kind(d, ops, what);
-  if (rc) return rc;
-  if (!pt) return blk__fail(BLK_EINVAL, "decomposer: %s with a NULL point", what);
+  if (!is_kind(d, ops) || !pt) return call_error(d, ops, what, "point");
   const blk__kind *k = ops->k;
   int gid = 0;
   for (int a = 0; a < d->dim; a++) {
@@ -887,9 +902,7 @@ static int emit(const blk_decomposer *d, const ranges *s, int *gids, int max) {
 
 BLK__TEMPLATE int point_blocks(const blk_decomposer *d, const grid_ops *ops, const void *pt,
                                int *gids, int max, const char *what) {
-  int rc = check_kind(d, ops, what);
-  if (rc) return rc;
-  if (!pt) return blk__fail(BLK_EINVAL, "decomposer: %s with a NULL point", what);
+  if (!is_kind(d, ops) || !pt) return call_error(d, ops, what, "point");
   if (max < 0) return blk__fail(BLK_EINVAL, "decomposer: %s: max = %d is negative", what, max);
   if (max > 0 && !gids)
     return blk__fail(BLK_EINVAL, "decomposer: %s: gids is NULL but max = %d", what, max);

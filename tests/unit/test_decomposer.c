@@ -528,6 +528,39 @@ static void test_continuous_faces(void) {
     }
 }
 
+/* Owner lookups on axes of extreme lengths, where a guess of the form
+ * (x - min) * blocks / length would overflow or lose all precision: a few
+ * subnormal steps long, one normal step at DBL_MIN, and almost the whole
+ * double range. Each nonempty block's first point and the last point before
+ * its end must map to it; the blocks come from block_cbounds. */
+static void test_continuous_extremes(void) {
+  double doms[][2] = {{0, 1000 * DBL_TRUE_MIN},
+                      {-7 * DBL_TRUE_MIN, 5 * DBL_TRUE_MIN},
+                      {0, DBL_MIN},
+                      {1e-300, 3e-300},
+                      {-8e307, 8e307},
+                      {1, 1 + 64 * DBL_EPSILON}};
+  int counts[] = {1, 2, 7, 60, 1000, 65537};
+  for (size_t k = 0; k < sizeof doms / sizeof doms[0]; k++)
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+      int nb = counts[c];
+      blk_cbounds dom = cbox(1, &doms[k][0], &doms[k][1]);
+      blk_decomposer *d = NULL;
+      CHECK_OK(blk_decomposer_create_continuous(&d, &dom, nb, NULL));
+      for (int g = 0; g<nb; g += nb> 1000 ? 97 : 1) {
+        blk_cbounds co;
+        CHECK_OK(blk_decomposer_block_cbounds(d, g, &co, NULL));
+        if (!(co.min[0] < co.max[0])) continue; /* empty: more blocks than doubles */
+        double below = prev_double(co.max[0]);
+        CHECK_MSG(blk_decomposer_cpoint_to_gid(d, &co.min[0]) == g, "dom %zu nb %d block %d", k, nb,
+                  g);
+        CHECK_MSG(blk_decomposer_cpoint_to_gid(d, &below) == g, "dom %zu nb %d block %d", k, nb, g);
+      }
+      CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &doms[k][1]), nb - 1);
+      blk_decomposer_destroy(d);
+    }
+}
+
 static void test_hand_continuous(void) {
   double lo = 0, hi = 1;
   blk_cbounds dom = cbox(1, &lo, &hi);
@@ -1053,6 +1086,7 @@ int main(void) {
   test_lookups_continuous();
   test_hand_continuous();
   test_continuous_faces();
+  test_continuous_extremes();
   test_coords_4d();
   test_chosen_divisions();
   test_chosen_fit();
