@@ -613,19 +613,11 @@ fail:
 
 int blk_decomposer_create(blk_decomposer **out, const blk_bounds *domain, int nblocks,
                           const blk_decomposer_config *cfg) {
-  if (!domain) {
-    if (out) *out = NULL;
-    return blk__fail(BLK_EINVAL, "decomposer: domain is NULL");
-  }
   return create(out, domain, NULL, nblocks, cfg);
 }
 
 int blk_decomposer_create_continuous(blk_decomposer **out, const blk_cbounds *domain, int nblocks,
                                      const blk_decomposer_config *cfg) {
-  if (!domain) {
-    if (out) *out = NULL;
-    return blk__fail(BLK_EINVAL, "decomposer: domain is NULL");
-  }
   return create(out, NULL, domain, nblocks, cfg);
 }
 
