@@ -13,6 +13,9 @@
  * coordinates (where block boundaries fall) differs in substance and stays
  * with each kind (decomposer.c).
  *
+ * The two kinds' sections at the end mirror each other on purpose: each is
+ * the one place that knows its type, a few lines per operation.
+ *
  * Comparisons are false when either side is NaN, as C's are, so a generic
  * `!le(min, p) || !le(p, max)` rejects a NaN point and `!le(x, x)` holds
  * only for a NaN.
