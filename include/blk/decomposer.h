@@ -68,9 +68,12 @@ extern "C" {
 typedef struct blk_decomposer blk_decomposer;
 
 /* Optional settings, per axis; entries past the domain's dim are ignored.
- * Start from BLK_DECOMPOSER_CONFIG_INIT (all zero: divisions chosen, no shared
- * faces, no wrap, no ghosts). */
+ * Start from BLK_DECOMPOSER_CONFIG_INIT (or blk_decomposer_config_init): all
+ * zero but the version (divisions chosen, no shared faces, no wrap, no
+ * ghosts). The struct grows like blk_master_config: version names the
+ * layout the program was built with, and new fields only go at the end. */
 typedef struct blk_decomposer_config {
+  unsigned int version;            /* BLK_DECOMPOSER_CONFIG_VERSION, set by the initialisers */
   int divisions[BLK_MAX_DIM];      /* 0 = chosen by blk; given ones are kept */
   int share_face[BLK_MAX_DIM];     /* discrete: neighbouring blocks share the boundary cell */
   int wrap[BLK_MAX_DIM];           /* nonzero: the axis is periodic */
@@ -78,15 +81,24 @@ typedef struct blk_decomposer_config {
   double ghost_width[BLK_MAX_DIM]; /* continuous: ghost length added on each side */
 } blk_decomposer_config;
 
+/* The layout of blk_decomposer_config in this header. */
+#define BLK_DECOMPOSER_CONFIG_VERSION 1u
+
 /* clang-format off */
-#define BLK_DECOMPOSER_CONFIG_INIT {{0}, {0}, {0}, {0}, {0}}
+#define BLK_DECOMPOSER_CONFIG_INIT {BLK_DECOMPOSER_CONFIG_VERSION, {0}, {0}, {0}, {0}, {0}}
 /* clang-format on */
+
+/* Sets *cfg to the defaults of layout version, as BLK_DECOMPOSER_CONFIG_INIT
+ * does. Returns 0, or BLK_EINVAL for a NULL cfg or a version this blk does
+ * not know. Any thread. */
+int blk_decomposer_config_init(blk_decomposer_config *cfg, unsigned int version);
 
 /* Creates a decomposer of the discrete domain *domain into nblocks blocks.
  * cfg may be NULL for the defaults; domain and cfg are copied, not kept.
  * On success *out owns a new decomposer (free it with blk_decomposer_destroy).
  * Returns 0, BLK_ENOMEM, or BLK_EINVAL with a detail naming the value for:
- * a NULL out or domain, dim outside 1..BLK_MAX_DIM, nblocks < 1, min > max, a
+ * a NULL out or domain, a config version this blk does not know (0 is what
+ * a config cleared by hand has), dim outside 1..BLK_MAX_DIM, nblocks < 1, min > max, a
  * negative division, given divisions whose product passes INT_MAX or does
  * not divide nblocks (or, when all are given, does not equal it), more
  * divisions than cells on an axis (including when no choice of divisions
@@ -125,7 +137,7 @@ void blk_decomposer_divisions(const blk_decomposer *d, int *divisions);
 int blk_decomposer_wrap(const blk_decomposer *d, int axis);
 
 /* The effective settings: the config as given, with the chosen divisions
- * filled in and entries past dim zero. */
+ * filled in, entries past dim zero and this header's version. */
 void blk_decomposer_get_config(const blk_decomposer *d, blk_decomposer_config *cfg);
 
 /* The domain, for a discrete decomposer. Returns 0, or BLK_EINVAL for a

@@ -563,6 +563,17 @@ static int check_wrap_room(const blk_decomposer *d) {
   return 0;
 }
 
+int blk_decomposer_config_init(blk_decomposer_config *cfg, unsigned int version) {
+  static const blk_decomposer_config defaults = BLK_DECOMPOSER_CONFIG_INIT;
+  if (!cfg) return blk__fail(BLK_EINVAL, "decomposer: config_init: cfg is NULL");
+  if (version < 1 || version > BLK_DECOMPOSER_CONFIG_VERSION)
+    return blk__fail(BLK_EINVAL, "decomposer: config_init: version %u; this blk knows 1..%u",
+                     version, BLK_DECOMPOSER_CONFIG_VERSION);
+  *cfg = defaults; /* (one layout so far) */
+  cfg->version = version;
+  return BLK_OK;
+}
+
 static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds *cb, int nblocks,
                   const blk_decomposer_config *cfg) {
   static const blk_decomposer_config defaults = BLK_DECOMPOSER_CONFIG_INIT;
@@ -571,6 +582,11 @@ static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds 
   if (!out) return blk__fail(BLK_EINVAL, "decomposer: out is NULL");
   *out = NULL;
   if (!db && !cb) return blk__fail(BLK_EINVAL, "decomposer: domain is NULL");
+  if (cfg && (cfg->version < 1 || cfg->version > BLK_DECOMPOSER_CONFIG_VERSION))
+    return blk__fail(BLK_EINVAL,
+                     "decomposer: the config has version %u; this blk knows 1..%u (initialise it "
+                     "with BLK_DECOMPOSER_CONFIG_INIT or blk_decomposer_config_init)",
+                     cfg->version, BLK_DECOMPOSER_CONFIG_VERSION);
   d = calloc(1, sizeof *d);
   if (!d) return blk__fail(BLK_ENOMEM, "decomposer: no memory for %zu bytes", sizeof *d);
   d->continuous = cb != NULL;
@@ -652,6 +668,7 @@ int blk_decomposer_wrap(const blk_decomposer *d, int axis) {
 void blk_decomposer_get_config(const blk_decomposer *d, blk_decomposer_config *cfg) {
   if (!d || !cfg) return;
   memset(cfg, 0, sizeof *cfg);
+  cfg->version = BLK_DECOMPOSER_CONFIG_VERSION;
   for (int a = 0; a < d->dim; a++) {
     cfg->divisions[a] = d->div[a];
     cfg->share_face[a] = d->share[a];

@@ -671,8 +671,23 @@ static void test_coords_4d(void) {
   CHECK_EQ_INT(out[3], -1);
   blk_decomposer_config got;
   blk_decomposer_get_config(d, &got);
+  CHECK_EQ_INT(got.version, BLK_DECOMPOSER_CONFIG_VERSION);
   CHECK_EQ_INT(got.divisions[3], 5);
   CHECK_EQ_INT(got.divisions[4], 0);
+  /* A config the decomposer handed back is good input; one cleared by hand
+   * (version 0) or from an unknown layout is refused, naming the version. */
+  blk_decomposer *again = NULL;
+  CHECK_OK(blk_decomposer_create(&again, &dom, 120, &got));
+  blk_decomposer_destroy(again);
+  blk_decomposer_config cleared;
+  memset(&cleared, 0, sizeof cleared);
+  CHECK_ERR(blk_decomposer_create(&again, &dom, 120, &cleared), BLK_EINVAL, "version 0");
+  CHECK(again == NULL);
+  CHECK_OK(blk_decomposer_config_init(&cleared, BLK_DECOMPOSER_CONFIG_VERSION));
+  CHECK_EQ_INT(cleared.version, BLK_DECOMPOSER_CONFIG_VERSION);
+  CHECK_EQ_INT(cleared.divisions[0], 0);
+  CHECK_ERR(blk_decomposer_config_init(&cleared, 2), BLK_EINVAL, "version 2");
+  CHECK_ERR(blk_decomposer_config_init(NULL, 1), BLK_EINVAL, "NULL");
   blk_bounds dd;
   CHECK_OK(blk_decomposer_domain(d, &dd));
   CHECK_EQ_INT(dd.max[3], 9);
