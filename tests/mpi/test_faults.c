@@ -17,6 +17,9 @@
  *                 the array all-reduce): every rank returns the same code,
  *                 and a success is exact
  *   isend         the same with the Nth MPI send
+ *   alloc-a2a, isend-a2a
+ *                 the same for all_to_all over 12 blocks, whose items are
+ *                 forwarded over three rounds
  *   isend-twice   two sends in a row fail: the job stops (death test)
  *   irecv         a payload receive fails: the job stops (death test)
  *   posts         value all-reduces that disagree (a rank whose blocks post
@@ -471,11 +474,12 @@ static void check_op(blk_master *m, int op, int rc, int *counter) {
   if (op >= OP_TREE && complete) CHECK_OK(blk_master_foreach(m, check_array, NULL));
 }
 
-
-/* Sweeps the Nth call of `kind` on rank `who` through every operation,
- * for every N the operation reaches. allowed: the codes a failure may give. */
-static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
-  T.nblocks = 7;
+/* Sweeps the Nth call of `kind` on rank `who` through operations first..last
+ * over nblocks blocks, for every N the operation reaches. allowed: the codes
+ * a failure may give. */
+static void sweep(blk__fault_kind kind, const int *allowed, int nallowed, int nblocks, int first,
+                  int last) {
+  T.nblocks = nblocks;
   T.fail_gid = T.fail_round = -1;
   blk_master *m = make_master(T.threads, T.mem_blocks);
   blk_assigner *a;
@@ -485,7 +489,7 @@ static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
   int ranks[2] = {0, T.size - 1};
   for (int w = 0; w < (T.size > 1 ? 2 : 1); w++) {
     int who = ranks[w];
-    for (int op = 0; op < NOPS; op++) {
+    for (int op = first; op <= last; op++) {
       int counter = 0, failures = 0, runs = 0;
       CHECK_OK(blk_master_foreach(m, zero_counter_fn, NULL));
       /* Once unarmed: the storage the operation keeps is in place. */
@@ -536,14 +540,28 @@ static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
   blk_master_destroy(m);
 }
 
+/* Every operation over 7 blocks: all_to_all is then a direct exchange (7
+ * is prime, one round). */
 static void case_alloc(void) {
   const int allowed[] = {BLK_ENOMEM, BLK_ECALLBACK};
-  sweep(BLK__FAULT_ALLOC, allowed, 2);
+  sweep(BLK__FAULT_ALLOC, allowed, 2, 7, 0, NOPS - 1);
 }
 
 static void case_isend(void) {
   const int allowed[] = {BLK_EMPI};
-  sweep(BLK__FAULT_ISEND, allowed, 1);
+  sweep(BLK__FAULT_ISEND, allowed, 1, 7, 0, NOPS - 1);
+}
+
+/* all_to_all over 12 blocks with k = 2: three rounds (2, 2, 3), so items
+ * are forwarded. */
+static void case_alloc_a2a(void) {
+  const int allowed[] = {BLK_ENOMEM, BLK_ECALLBACK};
+  sweep(BLK__FAULT_ALLOC, allowed, 2, 12, OP_A2A, OP_A2A);
+}
+
+static void case_isend_a2a(void) {
+  const int allowed[] = {BLK_EMPI};
+  sweep(BLK__FAULT_ISEND, allowed, 1, 12, OP_A2A, OP_A2A);
 }
 
 /* A swap round of messages of `bytes` each (above 16 KiB they travel as
@@ -972,6 +990,10 @@ int main(int argc, char **argv) {
     case_alloc();
   else if (!strcmp(which, "isend"))
     case_isend();
+  else if (!strcmp(which, "alloc-a2a"))
+    case_alloc_a2a();
+  else if (!strcmp(which, "isend-a2a"))
+    case_isend_a2a();
   else if (!strcmp(which, "isend-twice"))
     case_stop(BLK__FAULT_ISEND, 2, 64);
   else if (!strcmp(which, "irecv"))
