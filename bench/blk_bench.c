@@ -309,7 +309,7 @@ static int a2a_send(void *data, blk_proxy *p, void *user) {
   const bench *b = user;
   block *bl = data;
   for (int d = 0; d < b->nblocks; d++) {
-    int rc = blk_proxy_enqueue_gid(p, d, bl->data + (size_t)d * b->chunk, b->chunk);
+    int rc = blk_proxy_enqueue_ref_gid(p, d, bl->data + (size_t)d * b->chunk, b->chunk);
     if (rc) return rc;
   }
   return 0;
