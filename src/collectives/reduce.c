@@ -540,6 +540,8 @@ static void drive(rstate *s) {
     for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
     if (progressed || got)
       blk__backoff_reset(&wait);
+    else if (!s->sched.running && blk__comm_transfers(s->m->comm))
+      blk__backoff_poll(&wait); /* a payload's bytes move only while MPI is polled */
     else if (!s->sched.running)
       blk__backoff_idle(&wait);
   }
