@@ -305,6 +305,8 @@ static int count_call(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* By reference: blk reads the block's array in place until blk_all_to_all
+ * returns, as MPI_Alltoall reads its send buffer; nothing writes it meanwhile. */
 static int a2a_send(void *data, blk_proxy *p, void *user) {
   const bench *b = user;
   block *bl = data;
@@ -315,6 +317,8 @@ static int a2a_send(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* One copy per source, into the block's receive array (where MPI_Alltoall
+ * puts its result); the check reads that array after the timed calls. */
 static int a2a_receive(void *data, blk_proxy *p, void *user) {
   const bench *b = user;
   block *bl = data;
