@@ -92,6 +92,10 @@ void blk__comm_counts_get(const blk__comm *c, blk__comm_counts *out);
 /* Sends not complete, and payload receives not complete. */
 size_t blk__comm_sends_pending(const blk__comm *c);
 size_t blk__comm_recvs_pending(const blk__comm *c);
+/* Payloads (their own messages, above the inline size) being sent or
+ * received. Their bytes move only while MPI is polled (a rendezvous needs
+ * both sides), so a caller waiting for them should poll, not sleep. */
+size_t blk__comm_transfers(const blk__comm *c);
 /* Sends whose payload is a reference (buffer_cache.h) not yet complete: the
  * memory they read must stay as it is until this is 0. */
 size_t blk__comm_ref_sends(const blk__comm *c);
