@@ -7,14 +7,29 @@
  * rounds of BLK_SWAP partners: in round r the blocks of a group (at most k of
  * them, or more where a division count has a prime factor above k) differ
  * in one digit of one grid coordinate, and a block hands each point to the
- * member whose digit agrees with the point's owner:
+ * member whose digit agrees with the point's owner. After the last round
+ * every digit agrees, so every point is at its owner, having moved at most
+ * once per round (about log_k(nblocks) rounds), in messages to k-1 partners
+ * per round instead of one to every block.
  *
- *     out queue blk_partners_round_position(partners, r, owner)
+ * Each round the callback takes in what its group sent (its own share
+ * included) and then, for all those points at once:
+ *  1. routes them: a blk_router gives each point's out queue with one
+ *     multiplication and a floor, no gid and no search,
+ *         blk_router_cpoints_out(router, r, &pts[0].x, sizeof(point), n, to, counts)
+ *     (the same as blk_partners_round_position(partners, r,
+ *     blk_decomposer_cpoint_to_gid(d, pt)) for every point), and counts them
+ *     per out queue;
+ *  2. sorts them by out queue into one array (a counting sort: one copy);
+ *  3. sends each out queue its run as one message, its own queue included
+ *     (a message to itself is handed over, not copied), in the storage of
+ *     the messages it received, which it has read by then.
+ * It keeps nothing between rounds and reads the messages where they arrived.
  *
- * keeping the point when that member is itself. After the last round every
- * digit agrees, so every point is at its owner, having moved at most once per
- * round (about log_k(nblocks) rounds), through messages to k-1 partners per
- * round instead of one to every block.
+ * A point is 32 bytes here: an id, which the checks need, and three
+ * doubles. DIY's swap-reduce example, the same algorithm (one floor on the
+ * round's axis, one enqueue per partner), moves 12-byte points (three
+ * floats) and no ids; docs/performance.md compares the two.
  *
  * A point's coordinates are a function of its id and the seed, so every
  * rank can compute serially which block owns each of the points. Checks:
@@ -32,48 +47,104 @@
  * their block.
  *
  * Prints one line with PASS, or FAIL and exit status 1 (and, out-of-core, a
- * line of rank 0's storage figures).
- * redistribute_a2a.c does the same with blk_all_to_all; the points, their
- * blocks and the checks both use are in points.h.
+ * line of rank 0's storage figures); the time is that of blk_reduce between
+ * a barrier and its return, the largest over the ranks. redistribute_a2a.c
+ * does the same with blk_all_to_all; the points, their blocks and the checks
+ * both use are in points.h.
  */
 #include <blk/blk.h>
+#include <stddef.h>
 
 #include "example_util.h"
 #include "points.h"
 
-typedef struct run {
-  const points_setup *ps;
-  const blk_partners *partners;
-} run;
+/* Points to route: count of them at data, which may be unaligned (a
+ * received message), so they are copied with memcpy. */
+typedef struct span {
+  const unsigned char *data;
+  size_t count;
+} span;
 
-/* reduce (swap): take in what the group forwarded, then forward each point
- * one digit closer to its owner. */
-static int route_points(void *block, blk_proxy *p, void *user) {
-  const run *r = user;
-  point_block *b = block;
-  int gid = blk_proxy_gid(p), round = blk_proxy_round(p);
+/* What a round routes: the block's own points in round 0, then the
+ * messages of its group. Returns how many spans it wrote to s, which has
+ * room for in_count + 1. */
+static int spans(const point_block *b, blk_proxy *p, span *s) {
+  int n = 0;
+  if (blk_proxy_round(p) == 0) s[n++] = (span){(const unsigned char *)b->pts, b->n};
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     size_t count = blk_proxy_incoming_remaining(p, i) / sizeof(point);
-    if (count == 0) continue; /* nothing for us (our own queue is always empty) */
+    const void *data = blk_buffer_read_view(blk_proxy_incoming(p, i), count * sizeof(point));
+    if (count) s[n++] = (span){data, count};
+  }
+  return n;
+}
+
+/* The last round: keep what arrived. */
+static int keep_points(point_block *b, blk_proxy *p) {
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    size_t count = blk_proxy_incoming_remaining(p, i) / sizeof(point);
     if (point_block_reserve(b, b->n + count)) return BLK_ENOMEM;
     blk_proxy_dequeue(p, i, b->pts + b->n, count * sizeof(point));
     b->n += count;
   }
-  if (round == blk_partners_rounds(r->partners)) return 0; /* every point is home */
-  size_t kept = 0;
-  for (size_t j = 0; j < b->n; j++) {
-    int owner = blk_decomposer_cpoint_to_gid(r->ps->d, b->pts[j].x);
-    if (owner < 0) return owner; /* BLK_ENOTFOUND: a point outside the domain */
-    int to = blk_partners_round_position(r->partners, round, owner);
-    if (blk_proxy_out_gid(p, to) == gid) {
-      b->pts[kept++] = b->pts[j];
-    } else {
-      int rc = blk_proxy_enqueue(p, to, &b->pts[j], sizeof(point));
-      if (rc) return rc;
-    }
-  }
-  b->n = kept;
   return 0;
+}
+
+/* Gives out queue j room for bytes, if it has less, with the storage of
+ * the largest message received (all read by the time this is called): so
+ * message memory goes round the blocks, already paged in, instead of back
+ * to malloc, which would hand out fresh pages (a page fault every 4 KiB)
+ * for the next messages. blk_proxy_incoming allows taking it. */
+static void recycle(blk_proxy *p, int j, size_t bytes) {
+  blk_buffer *out = blk_proxy_outgoing(p, j), *best = NULL;
+  if (out->capacity >= bytes) return;
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    blk_buffer *in = blk_proxy_incoming(p, i);
+    if (in->capacity > (best ? best->capacity : out->capacity)) best = in;
+  }
+  if (best) {
+    blk_buffer_swap(best, out);
+    blk_buffer_clear(out);
+  }
+}
+
+/* reduce (swap): steps 1-3 above. */
+static int route_points(void *block, blk_proxy *p, void *user) {
+  const blk_router *router = user;
+  point_block *b = block;
+  int round = blk_proxy_round(p), nout = blk_proxy_out_count(p);
+  if (nout == 0) return keep_points(b, p); /* the last round: every point is home */
+
+  span *s = malloc((size_t)(blk_proxy_in_count(p) + 1) * sizeof *s);
+  int ns = s ? spans(b, p, s) : 0;
+  size_t n = 0;
+  for (int k = 0; k < ns; k++) n += s[k].count;
+  int *to = malloc((n ? n : 1) * sizeof *to);                /* each point's out queue */
+  size_t *counts = calloc(2 * (size_t)nout, sizeof *counts); /* per out queue, and next */
+  point *sorted = malloc((n ? n : 1) * sizeof *sorted);
+  int rc = s && to && counts && sorted ? 0 : BLK_ENOMEM;
+
+  /* 1. Route, and count the points of each out queue. */
+  for (size_t k = 0, i = 0; k < (size_t)ns && !rc; i += s[k++].count)
+    rc = blk_router_cpoints_out(router, round, s[k].data + offsetof(point, x), sizeof(point),
+                                s[k].count, to + i, counts);
+  /* 2. Sort by out queue: next[j] is the next place in queue j's run. */
+  size_t *next = rc ? NULL : counts + nout;
+  for (int j = 1; j < nout && !rc; j++) next[j] = next[j - 1] + counts[j - 1];
+  for (size_t k = 0, i = 0; k < (size_t)ns && !rc; k++)
+    for (size_t m = 0; m < s[k].count; m++, i++)
+      memcpy(&sorted[next[to[i]]++], s[k].data + m * sizeof(point), sizeof(point));
+  /* 3. Send each run as one message (next[j] is now where it ends). */
+  for (int j = 0; j < nout && !rc; j++) {
+    recycle(p, j, counts[j] * sizeof(point));
+    rc = blk_proxy_enqueue(p, j, sorted + next[j] - counts[j], counts[j] * sizeof(point));
+  }
+  b->n = 0; /* every point is in a message now */
+  free(sorted);
+  free(counts);
+  free(to);
+  free(s);
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -90,6 +161,7 @@ int main(int argc, char **argv) {
   blk_assigner *a = NULL;
   blk_master *m = NULL;
   blk_partners *partners = NULL;
+  blk_router *router = NULL;
   EX_CHECK(blk_decomposer_create_continuous(&d, &cube, o.blocks, NULL));
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
@@ -100,18 +172,20 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_master_decompose(m, d, a));
   int div[DIM];
   blk_decomposer_divisions(d, div);
-  EX_CHECK(blk_partners_create(&partners, BLK_SWAP, DIM, div, o.k, o.contiguous));
+  EX_CHECK(blk_partners_create_for(&partners, BLK_SWAP, d, o.k, o.contiguous));
+  EX_CHECK(blk_router_create(&router, partners, d)); /* read-only: shared by the threads */
 
   /* The serial reference: the owner of every point. */
   points_setup ps;
   if (points_setup_init(&ps, d, o.blocks, o.seed, (uint64_t)points))
     ex_fail(__FILE__, __LINE__, "calloc", BLK_ENOMEM, "serial counts");
 
-  run r = {&ps, partners};
   EX_CHECK(blk_master_foreach(m, make_points, &ps));
+  MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  EX_CHECK(blk_reduce(m, a, partners, route_points, &r));
-  double elapsed = MPI_Wtime() - t0;
+  EX_CHECK(blk_reduce(m, a, partners, route_points, router));
+  double mine = MPI_Wtime() - t0, elapsed = 0;
+  MPI_Allreduce(&mine, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   EX_CHECK(blk_master_foreach(m, check_points, &ps));
   EX_CHECK(blk_master_exchange(m));
   points_result res = points_results(m, &ps);
@@ -126,6 +200,7 @@ int main(int argc, char **argv) {
              (long long)res.arrived, (long long)res.errors, res.sums_ok ? "equal" : "DIFFER from",
              elapsed);
   points_setup_free(&ps);
+  blk_router_destroy(router);
   blk_partners_destroy(partners);
   blk_master_destroy(m);
   blk_assigner_destroy(a);

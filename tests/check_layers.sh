@@ -49,6 +49,7 @@ module_of_header() { # folder/name (no extension) -> folder/module
     base/logger) echo base/log ;;
     base/alloc) echo base/fault ;;
     master/master_state) echo master/master ;;
+    geometry/decomposer_axis) echo geometry/decomposer ;;
     runtime/proxy_state) echo runtime/proxy ;;
     collectives/reduce_run) echo collectives/reduce ;;
     *) echo "$1" ;;

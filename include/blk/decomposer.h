@@ -173,16 +173,38 @@ int blk_decomposer_block_cbounds(const blk_decomposer *d, int gid, blk_cbounds *
  * without the shared face, holds it), or BLK_ENOTFOUND (no detail) if pt is
  * outside the domain (wrapped axes included: pt is not wrapped here).
  * BLK_EINVAL, with a detail, for a NULL d or pt or a continuous decomposer.
- * Any thread. Cost: O(dim), a few integer divisions per axis. */
+ * Any thread. Cost: O(dim), blk_decomposer_axis_owner on each axis. */
 int blk_decomposer_point_to_gid(const blk_decomposer *d, const int64_t *pt);
 
 /* The block that owns the point pt[0..dim) of a continuous domain: per axis
  * the block i with from_i <= x < from_{i+1}, the last block closed at max.
  * BLK_ENOTFOUND (no detail) if pt is outside the domain or has a NaN
  * coordinate; BLK_EINVAL, with a detail, for a NULL d or pt or a discrete
- * decomposer. Any thread. Cost: O(dim), a few floating-point operations per
+ * decomposer. Any thread. Cost: O(dim), blk_decomposer_caxis_owner on each
  * axis. */
 int blk_decomposer_cpoint_to_gid(const blk_decomposer *d, const double *pt);
+
+/* The owner along one axis: the grid coordinate (0..divisions[axis]-1), on
+ * that axis, of the block that owns any cell whose coordinate there is x.
+ * So for a cell pt in the domain, point_to_gid(d, pt) has the coordinate
+ * axis_owner(d, a, pt[a]) on every axis a. A swap round routes a point by
+ * it (partners.h: blk_partners_round_coord_position, blk_router).
+ * BLK_ENOTFOUND (no detail) if x is outside the domain on that axis (not
+ * wrapped here); BLK_EINVAL, with a detail, for a NULL d, a continuous
+ * decomposer or an axis outside 0..dim-1. Any thread. Cost: O(1), a
+ * multiplication and a floor, plus two exact comparisons for the few x
+ * within rounding error of a block boundary. */
+int blk_decomposer_axis_owner(const blk_decomposer *d, int axis, int64_t x);
+
+/* The same for a continuous decomposer (BLK_ENOTFOUND also for a NaN x;
+ * BLK_EINVAL for a discrete decomposer). The multiplication is trusted
+ * except within its rounding error of a boundary, where exact comparisons
+ * decide, so the answer agrees with block_cbounds bit for bit. On an axis
+ * too short for its distance from 0 (max - min below about 2^-48 x
+ * divisions x max(|min|, |max|)), whose blocks are narrower than DBL_MIN,
+ * or whose extent times its divisions overflows, no guess is trusted and a
+ * binary search over the boundaries decides: O(log divisions). */
+int blk_decomposer_caxis_owner(const blk_decomposer *d, int axis, double x);
 
 /* Every block whose ghosted bounds contain the cell pt. On a wrapped axis a
  * point and its periodic images (pt + k * extent) are the same point: a block

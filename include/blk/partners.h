@@ -35,9 +35,18 @@
  * in- and out-partners (a merge root receives its own partial sum; a swap block keeps
  * its own piece). Sending to itself costs a buffer hand-over, no copy and no MPI; a
  * callback that combines what it receives simply treats its own message like the others.
+ *
+ * Routing points. A swap moves items to their owners one digit per round: in round r a
+ * block hands an item bound for gid g to its out-partner number
+ * blk_partners_round_position(p, r, g). For points of a decomposer's domain a
+ * blk_router (at the end of this file) gives that number straight from the point, with
+ * one multiplication and a floor, for one point or a whole array at once.
  */
 #ifndef BLK_PARTNERS_H
 #define BLK_PARTNERS_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -196,6 +205,15 @@ int blk_partners_round_axis(const blk_partners *p, int round);
  * blk_partners_round_axis; -1 where that gives -1. Any thread. */
 int blk_partners_round_radix(const blk_partners *p, int round);
 
+/* The step of exchange round round: along the round's axis the members of a
+ * group have grid coordinates step apart (c0, c0 + step, ...,
+ * c0 + (radix-1) * step), so a block's position in its group is the digit
+ * (c / step) % radix of its coordinate c on that axis. Contiguous order
+ * takes steps 1, k, k^2, ... on each axis, halving d/k, d/k^2, ..., 1.
+ * Under the same conventions as blk_partners_round_axis; -1 where that gives
+ * -1. Any thread. */
+int blk_partners_round_step(const blk_partners *p, int round);
+
 /* The position (0..radix-1) of gid in its group of that exchange round, under
  * the same conventions; -1 where those give -1 or gid is out of range. This is
  * how a swap routes: in round r a block forwards what is bound for gid d to
@@ -204,6 +222,86 @@ int blk_partners_round_radix(const blk_partners *p, int round);
  * everything is at its destination (all_to_all.h, examples/redistribute.c).
  * Any thread. */
 int blk_partners_round_position(const blk_partners *p, int round, int gid);
+
+/* The same position from a grid coordinate instead of a gid: that of every
+ * block whose coordinate on the round's axis (blk_partners_round_axis) is
+ * coord, (coord / step) % radix. With blk_decomposer_caxis_owner it routes
+ * a point in O(1) without its gid:
+ *     int a = blk_partners_round_axis(p, r);
+ *     int j = blk_partners_round_coord_position(p, r,
+ *                                              blk_decomposer_caxis_owner(d, a, pt[a]));
+ * (blk_router does the same for many points at once.) -1 where
+ * blk_partners_round_axis gives -1, or for coord outside
+ * 0..divisions[axis]-1 (so a BLK_ENOTFOUND passed in gives -1). Any thread. */
+int blk_partners_round_coord_position(const blk_partners *p, int round, int coord);
+
+/* ---- routing points through the rounds -------------------------------------------- */
+
+/* A router: which group member a point goes to in each round of a built-in pattern run
+ * over a decomposer's grid of blocks. Its answer for a point pt in (callback) round r is
+ *     blk_partners_round_position(p, r, blk_decomposer_cpoint_to_gid(d, pt))
+ * (point_to_gid for a discrete decomposer): for BLK_SWAP that is the number of the out
+ * queue (proxy.h) that takes the point one digit closer to its owner, so after the
+ * last round every point is at its owner. (all_to_all routes by the same digits.)
+ *
+ * It computes that without the gid: the point's owner along round r's axis, counted in
+ * groups of the round's step, is one multiplication and a floor (exact comparisons with
+ * the block boundaries settle the few points within rounding error of one, as
+ * blk_decomposer_caxis_owner does), and the position is that count modulo the radix,
+ * which a multiplication by the radix's reciprocal gives exactly. Every coordinate is
+ * also checked against the domain, so a point outside it is reported in the first
+ * round, as cpoint_to_gid would report it.
+ *
+ * Opaque; read-only after create, so any number of threads may route with one router
+ * at once (one per reduction is enough: build it before blk_reduce, pass it to the
+ * callbacks, destroy it after). It keeps a copy of what it needs of p and d: both may
+ * be destroyed before it. */
+typedef struct blk_router blk_router;
+
+/* Creates a router for the built-in pattern p over the decomposer d, whose grid p must
+ * be made for (blk_partners_create_for(d), or blk_partners_create with d's
+ * divisions): the same number of blocks and, on every axis that p has rounds on, the
+ * same number of divisions. On success *out owns a new router; free it with
+ * blk_router_destroy. O(R) time and memory for R rounds. Any thread.
+ * Errors: BLK_EINVAL (with a detail) for a NULL out, p or d, a custom pattern (it has
+ * no axes), or a p made for another grid; BLK_ENOMEM. On error *out is NULL (when out
+ * is not NULL). */
+int blk_router_create(blk_router **out, const blk_partners *p, const struct blk_decomposer *d);
+
+/* Frees a router; NULL does nothing. No other thread may be using it. */
+void blk_router_destroy(blk_router *r);
+
+/* The group position (0..radix-1) of round round for the point pt[0..dim) of a
+ * continuous decomposer's domain: see the top of this section. round is a callback
+ * round that sends, 0..R-1 (R = blk_partners_rounds). Returns the position,
+ * BLK_ENOTFOUND (no detail, as for cpoint_to_gid) if pt is outside the domain or has
+ * a NaN coordinate, or BLK_EINVAL (with a detail) for a NULL r or pt, a discrete
+ * decomposer, or a round outside 0..R-1. Any thread. Cost: O(dim) comparisons and
+ * one multiplication-and-floor. */
+int blk_router_cpoint_out(const blk_router *r, int round, const double *pt);
+
+/* The same for the cell pt of a discrete decomposer's domain (BLK_EINVAL for a
+ * continuous one). */
+int blk_router_point_out(const blk_router *r, int round, const int64_t *pt);
+
+/* The same for n points at once: the coordinates of point i are the dim doubles at
+ * (const char *)pts + i * stride, at any alignment, so pts may point into an array of
+ * structs (&a[0].x, stride sizeof a[0]) or into a received message. Writes point i's
+ * position to to[i] and, when counts is not NULL, adds 1 to counts[to[i]] (counts has
+ * radix elements, blk_partners_round_radix: clear them first; adding lets one count
+ * span several arrays), which is what a callback needs to size its out queues before
+ * it copies each point to one. Returns 0; BLK_ENOTFOUND if a point is outside the
+ * domain or has a NaN coordinate, with a detail naming it (then to and counts hold
+ * the points before it only); BLK_EINVAL (with a detail) for a NULL r, what
+ * cpoint_out refuses, a stride below dim * sizeof(double), or NULL pts or to with
+ * n > 0. Any thread. */
+int blk_router_cpoints_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,
+                           int *to, size_t *counts);
+
+/* The same for cells (dim int64_t per point, stride at least dim * sizeof(int64_t))
+ * of a discrete decomposer's domain. */
+int blk_router_points_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,
+                          int *to, size_t *counts);
 
 #ifdef __cplusplus
 }

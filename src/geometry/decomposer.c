@@ -23,9 +23,12 @@
  * instantiated per kind by inlining, as fast as typed copies.
  *
  * Lookups: the owner of a point along an axis is the largest i whose start is
- * <= the point; a floating-point guess lands within a step or two and exact
- * comparisons of the kind's coordinates settle it, so lookups agree bit for
- * bit with block_bounds. point_to_gids finds, per axis, the blocks whose
+ * <= the point. A guess (one multiplication) is taken as it is unless it
+ * falls within its proven error bound of a block boundary; then exact
+ * comparisons of the kind's coordinates settle it (decomposer_axis.h,
+ * prepare_lookups), so lookups agree bit for bit with block_bounds. The
+ * same finder, counting groups of blocks, routes points for a swap round
+ * (patterns/router.c). point_to_gids finds, per axis, the blocks whose
  * ghosted interval holds the point or one of its images by binary search
  * over the monotone ghosted starts and ends (O(log d)), unions at most three
  * ranges, and walks their product with axis 0 fastest, which is ascending
@@ -50,6 +53,7 @@
 
 #include "base/fail.h"
 #include "geometry/coord.h"
+#include "geometry/decomposer_axis.h"
 
 typedef struct grid_ops grid_ops;
 
@@ -69,8 +73,11 @@ struct blk_decomposer {
   uint64_t q[BLK_MAX_DIM];    /* span / div */
   uint64_t r[BLK_MAX_DIM];    /* span % div */
   double len[BLK_MAX_DIM];    /* continuous: max - min */
-  double unit[BLK_MAX_DIM];   /* continuous: a power of two near 1 / len */
-  double scale[BLK_MAX_DIM];  /* blocks per unit of offset(), for owner guesses */
+  /* Owner lookups (decomposer_axis.h): each axis's finder of single blocks,
+   * and eta, the bound on its guess's error in blocks; a guess is within
+   * one block of the owner when eta <= 1/4. */
+  blk__axis_finder find[BLK_MAX_DIM];
+  double eta[BLK_MAX_DIM];
 };
 
 /* What the queries need of a kind besides coord.h's comparisons: where
@@ -81,10 +88,9 @@ struct grid_ops {
   blk__coord (*to)(const blk_decomposer *d, int a, int i);   /* its last, with the shared face */
   blk__coord (*glo)(const blk_decomposer *d, int a, int i);  /* its ghosted start; monotone in i */
   blk__coord (*ghi)(const blk_decomposer *d, int a, int i);  /* its ghosted end; monotone in i */
-  /* Where a p in the domain lies along the axis, as a double that scale[a]
-   * turns into blocks (p - min, times unit for a continuous axis). Rounded:
-   * it only feeds a guess. */
-  double (*offset)(const blk_decomposer *d, int a, blk__coord p);
+  /* Where a p in the domain lies along the axis, as a double that the
+   * axis finder's scale turns into blocks (decomposer_axis.h). */
+  double (*offset)(const blk__axis_finder *f, blk__coord p);
   /* The coordinates to search for block i with glo(i) <= q <= ghi(i) when
    * looking for p on axis a: p brought into the domain and, on a wrapped
    * axis, those of its periodic images that the ghosts can reach. Returns
@@ -147,8 +153,8 @@ static blk__coord discrete_ghi(const blk_decomposer *d, int a, int i) {
   return (blk__coord){.i = d->span[a] - t >= g ? add_off(min, t + g) : d->domain.max[a].i};
 }
 
-static double discrete_offset(const blk_decomposer *d, int a, blk__coord p) {
-  return (double)((uint64_t)p.i - (uint64_t)d->domain.min[a].i);
+static double discrete_offset(const blk__axis_finder *f, blk__coord p) {
+  return blk__axis_offset(f, p.i);
 }
 
 static int discrete_images(const blk_decomposer *d, int a, blk__coord pc, blk__coord q[3]) {
@@ -209,8 +215,8 @@ static blk__coord continuous_ghi(const blk_decomposer *d, int a, int i) {
   return (blk__coord){.x = x};
 }
 
-static double continuous_offset(const blk_decomposer *d, int a, blk__coord p) {
-  return (p.x - d->domain.min[a].x) * d->unit[a];
+static double continuous_offset(const blk__axis_finder *f, blk__coord p) {
+  return blk__axis_coffset(f, p.x);
 }
 
 static int continuous_images(const blk_decomposer *d, int a, blk__coord pc, blk__coord q[3]) {
@@ -409,6 +415,73 @@ static int choose_divisions(blk_decomposer *d, int left) {
       }
     }
   for (int j = 0; j < c.nfree; j++) d->div[c.axes[j]] = c.div[c.axes[j]];
+  return 0;
+}
+
+/* ---- owner lookups: the guess and how far to trust it ---------------- */
+
+/* Sets axis a's finder of single blocks and eta (decomposer_axis.h), with
+ * u = 2^-53 the unit roundoff and n = div[a]. Both bounds hold with a
+ * factor 8 to spare, which covers the roundings of a finder's scale and
+ * eta (and of dividing them by a group).
+ *
+ * Continuous, with M = max(|min|, |max|): block i > 0 starts at
+ * b_i = fl(min + fl(fl(len * i) / n)), within u (M + 4.1 len) of
+ * min + len i / n when len / n is normal (no subnormal rounding) and
+ * len * n finite (no overflow; past it the boundaries collapse). In units
+ * of blocks, T(x) = (x - min) n / len, that is u n (M / len + 4.1) from i.
+ * The guess t = fl(fl(x - min) * fl(n / len)) is within 3.01 u n of T(x).
+ * So eta = 2^-50 n (M / len + 10). Without those two conditions eta is
+ * infinite (no guess is trusted); a zero len gives NaN, trusted neither.
+ *
+ * Discrete, with c = p - min and N = span + 1 cells: block i starts at cell
+ * floor(N i / n), so the owner is ceil(V) - 1 for V = (c + 1) n / N. The
+ * guess t = fl(fl(c + 1) * fl(n / N)) carries at most six roundings:
+ * |t - V| <= 6.01 u V <= 6.01 u n; eta = 2^-47 n (at most 2^-16). When t
+ * is not within eta of an integer, V is in (floor(t), floor(t) + 1) and
+ * the owner is floor(t). */
+static void prepare_lookups(blk_decomposer *d, int a) {
+  double n = (double)d->div[a], scale, eta;
+  if (d->continuous) {
+    double min = d->domain.min[a].x, max = d->domain.max[a].x, len = d->len[a];
+    double m = fabs(min) > fabs(max) ? fabs(min) : fabs(max);
+    scale = n / len;
+    if (len / n >= DBL_MIN && len * n <= DBL_MAX)
+      eta = 0x1p-50 * n * (m / len + 10);
+    else
+      eta = len > 0 ? INFINITY : NAN;
+  } else {
+    scale = n / ((double)d->span[a] + 1.0);
+    eta = 0x1p-47 * n;
+  }
+  d->eta[a] = eta;
+  d->find[a] = (blk__axis_finder){.d = d,
+                                  .axis = a,
+                                  .group = 1,
+                                  .min = d->domain.min[a],
+                                  .scale = scale,
+                                  .groups = n,
+                                  .lo = eta,
+                                  .hi = 1 - eta};
+}
+
+void blk__decomposer_axis_finder(const blk_decomposer *d, int axis, int group,
+                                 blk__axis_finder *f) {
+  double eta = d->eta[axis] / group;
+  *f = d->find[axis];
+  f->group = group;
+  f->scale /= group;
+  f->groups = (double)((d->div[axis] - 1) / group + 1);
+  f->lo = eta;
+  f->hi = 1 - eta;
+}
+
+int blk__decomposer_copy(const blk_decomposer *d, blk_decomposer **out) {
+  *out = malloc(sizeof **out);
+  if (!*out)
+    return blk__fail(BLK_ENOMEM, "decomposer: no memory for a %zu-byte copy", sizeof **out);
+  **out = *d;
+  for (int a = 0; a < d->dim; a++) (*out)->find[a].d = *out;
   return 0;
 }
 
@@ -611,14 +684,8 @@ static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds 
     if (!d->continuous) {
       d->q[a] = d->span[a] / (uint64_t)d->div[a];
       d->r[a] = d->span[a] % (uint64_t)d->div[a];
-      d->scale[a] = (double)d->div[a] / ((double)d->span[a] + 1.0);
-    } else if (d->len[a] > 0) {
-      /* len * unit is in [1, 2) (at least 2^-51 for a subnormal len), so
-       * scale is finite however short the axis. */
-      int e = -ilogb(d->len[a]);
-      d->unit[a] = ldexp(1.0, e < DBL_MAX_EXP - 1 ? e : DBL_MAX_EXP - 1);
-      d->scale[a] = (double)d->div[a] / (d->len[a] * d->unit[a]);
     }
+    prepare_lookups(d, a);
   }
   *out = d;
   return 0;
@@ -763,17 +830,42 @@ int blk_decomposer_block_cbounds(const blk_decomposer *d, int gid, blk_cbounds *
 
 /* ---- point lookups --------------------------------------------------- */
 
-/* The owner along axis a of a p in the domain: the largest i with
- * from(i) <= p. A guess from p's place on the axis (a multiplication, no
- * division) lands within a step or two, and exact comparisons settle it, so
- * the answer agrees with block_bounds bit for bit whatever the guess. */
-BLK__TEMPLATE int owner(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord p) {
+/* The owner along axis a of a p in the domain by exact comparisons: the
+ * largest i with from(i) <= p, so the answer agrees with block_bounds bit
+ * for bit. When eta <= 1/4 the guess is within one block of it, and one
+ * comparison on each side settles it; otherwise a binary search does. */
+BLK__TEMPLATE int owner_exact(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord p) {
   int n = d->div[a];
-  double g = ops->offset(d, a, p) * d->scale[a];
-  int i = g >= (double)(n - 1) ? n - 1 : (g > 0 ? (int)g : 0);
-  while (i > 0 && !ops->k->le(ops->from(d, a, i), p)) i--;
-  while (i < n - 1 && ops->k->le(ops->from(d, a, i + 1), p)) i++;
-  return i;
+  if (d->eta[a] <= 0.25) {
+    double t = ops->offset(&d->find[a], p) * d->find[a].scale;
+    int i = t >= (double)(n - 1) ? n - 1 : (t > 0 ? (int)t : 0);
+    if (!ops->k->le(ops->from(d, a, i), p)) return i - 1; /* i > 0: from(0) = min <= p */
+    if (i < n - 1 && ops->k->le(ops->from(d, a, i + 1), p)) return i + 1;
+    return i;
+  }
+  int lo = 0, hi = n - 1; /* from(lo) <= p */
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (ops->k->le(ops->from(d, a, mid), p))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* The owner along axis a of a p in the domain: the guess when it is
+ * trusted (a multiplication), else the exact search. */
+BLK__TEMPLATE int owner(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord p) {
+  int g = blk__axis_guess(&d->find[a], ops->offset(&d->find[a], p));
+  return g >= 0 ? g : owner_exact(d, ops, a, p);
+}
+
+int blk__axis_find_exact(const blk__axis_finder *f, blk__coord p) {
+  const blk_decomposer *d = f->d;
+  int i = d->continuous ? owner_exact(d, &continuous_ops, f->axis, p)
+                        : owner_exact(d, &discrete_ops, f->axis, p);
+  return i / f->group;
 }
 
 BLK__TEMPLATE int point_owner(const blk_decomposer *d, const grid_ops *ops, const void *pt,
@@ -788,6 +880,25 @@ BLK__TEMPLATE int point_owner(const blk_decomposer *d, const grid_ops *ops, cons
     gid += owner(d, ops, a, p) * d->stride[a];
   }
   return gid;
+}
+
+BLK__TEMPLATE int axis_owner(const blk_decomposer *d, const grid_ops *ops, int axis, blk__coord p,
+                             const char *what) {
+  if (!is_kind(d, ops)) return call_error(d, ops, what, "argument");
+  if (axis < 0 || axis >= d->dim)
+    return blk__fail(BLK_EINVAL, "decomposer: %s: axis %d is outside 0..%d", what, axis,
+                     d->dim - 1);
+  const blk__kind *k = ops->k;
+  if (!k->le(d->domain.min[axis], p) || !k->le(p, d->domain.max[axis])) return BLK_ENOTFOUND;
+  return owner(d, ops, axis, p);
+}
+
+int blk_decomposer_axis_owner(const blk_decomposer *d, int axis, int64_t x) {
+  return axis_owner(d, &discrete_ops, axis, (blk__coord){.i = x}, "axis_owner");
+}
+
+int blk_decomposer_caxis_owner(const blk_decomposer *d, int axis, double x) {
+  return axis_owner(d, &continuous_ops, axis, (blk__coord){.x = x}, "caxis_owner");
 }
 
 int blk_decomposer_point_to_gid(const blk_decomposer *d, const int64_t *pt) {

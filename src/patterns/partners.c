@@ -4,8 +4,9 @@
  * Built-in patterns (partners_regular.c) and users' patterns go through the same
  * object: the public queries check p, round and gid against the rounds and nblocks
  * cached at create, then call the ops, so an ops function only ever sees valid
- * arguments. Built-ins also answer round_axis/round_radix; a custom pattern leaves
- * those NULL and gets -1.
+ * arguments. Built-ins also describe each exchange round as a digit of a grid
+ * coordinate (round_digit: axis, radix, step), which round_axis, _radix, _step and
+ * the positions read; a custom pattern leaves it NULL and gets -1.
  *
  * A custom pattern is checked once at create by asking every (round, gid): counts,
  * ranges, silence of inactive blocks, round 0 and round R, and that each round's
@@ -31,9 +32,8 @@
 struct blk_partners {
   const blk_partners_ops *ops;
   void *state;
-  int (*round_axis)(const void *state, int round);              /* NULL for custom patterns */
-  int (*round_radix)(const void *state, int round);             /* NULL for custom patterns */
-  int (*round_position)(const void *state, int round, int gid); /* NULL for custom patterns */
+  /* NULL for custom patterns */
+  int (*round_digit)(const void *state, int round, blk__round_digit *out);
   int rounds;
   int nblocks;
   int max_group;
@@ -48,9 +48,7 @@ static int wrap_regular(blk_partners **out, const blk_partners_ops *ops, blk__re
   }
   p->ops = ops;
   p->state = s;
-  p->round_axis = blk__regular_round_axis;
-  p->round_radix = blk__regular_round_radix;
-  p->round_position = blk__regular_round_position;
+  p->round_digit = blk__regular_round_digit;
   p->rounds = ops->rounds(s);
   p->nblocks = ops->nblocks(s);
   p->max_group = blk__regular_max_group(s);
@@ -236,9 +234,7 @@ int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, 
     return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
   p->ops = ops;
   p->state = state;
-  p->round_axis = NULL;
-  p->round_radix = NULL;
-  p->round_position = NULL;
+  p->round_digit = NULL;
   p->rounds = rounds;
   p->nblocks = nblocks;
   p->max_group = max_group;
@@ -288,17 +284,34 @@ int blk_partners_max_group(const blk_partners *p) {
   return p == NULL ? 0 : p->max_group;
 }
 
+/* Exchange round round of a built-in pattern as a digit; 0 if there is none. */
+static int digit(const blk_partners *p, int round, blk__round_digit *dg) {
+  return p != NULL && p->round_digit != NULL && p->round_digit(p->state, round, dg) == 0;
+}
+
 int blk_partners_round_axis(const blk_partners *p, int round) {
-  if (p == NULL || p->round_axis == NULL) return -1;
-  return p->round_axis(p->state, round);
+  blk__round_digit dg;
+  return digit(p, round, &dg) ? dg.axis : -1;
 }
 
 int blk_partners_round_radix(const blk_partners *p, int round) {
-  if (p == NULL || p->round_radix == NULL) return -1;
-  return p->round_radix(p->state, round);
+  blk__round_digit dg;
+  return digit(p, round, &dg) ? dg.radix : -1;
+}
+
+int blk_partners_round_step(const blk_partners *p, int round) {
+  blk__round_digit dg;
+  return digit(p, round, &dg) ? dg.step : -1;
+}
+
+int blk_partners_round_coord_position(const blk_partners *p, int round, int coord) {
+  blk__round_digit dg;
+  if (!digit(p, round, &dg) || coord < 0 || coord >= dg.divisions) return -1;
+  return coord / dg.step % dg.radix;
 }
 
 int blk_partners_round_position(const blk_partners *p, int round, int gid) {
-  if (p == NULL || p->round_position == NULL) return -1;
-  return p->round_position(p->state, round, gid);
+  blk__round_digit dg;
+  if (!digit(p, round, &dg) || gid < 0 || gid >= p->nblocks) return -1;
+  return gid / dg.stride % dg.divisions / dg.step % dg.radix;
 }

@@ -407,20 +407,11 @@ static int merge_exchange(const blk__regular *s, int round) {
   return s->type->exchange(s->nrounds, round);
 }
 
-int blk__regular_round_axis(const void *state, int round) {
+int blk__regular_round_digit(const void *state, int round, blk__round_digit *out) {
   const blk__regular *s = state;
   int e = merge_exchange(s, round);
-  return e < 0 ? -1 : s->axis[e];
-}
-
-int blk__regular_round_radix(const void *state, int round) {
-  const blk__regular *s = state;
-  int e = merge_exchange(s, round);
-  return e < 0 ? -1 : s->radix[e];
-}
-
-int blk__regular_round_position(const void *state, int round, int gid) {
-  const blk__regular *s = state;
-  int e = merge_exchange(s, round);
-  return e < 0 || gid < 0 || gid >= s->nblocks ? -1 : position(s, e, gid);
+  if (e < 0) return -1;
+  int a = s->axis[e];
+  *out = (blk__round_digit){a, s->radix[e], s->step[e], s->divisions[a], s->stride[a]};
+  return 0;
 }

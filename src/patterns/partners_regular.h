@@ -23,11 +23,18 @@ int blk__regular_create_rounds(const blk_partners_ops **ops, blk__regular **stat
 /* The largest radix (0 without rounds). state is a blk__regular. */
 int blk__regular_max_group(const void *state);
 
-/* Axis and radix of exchange round round of the pattern (0..rounds-1), else -1.
- * state is a blk__regular; the signature fits blk_partners' optional queries. */
-int blk__regular_round_axis(const void *state, int round);
-int blk__regular_round_radix(const void *state, int round);
-/* gid's position in its group of that exchange round, else -1. */
-int blk__regular_round_position(const void *state, int round, int gid);
+/* Exchange round round of a regular pattern (0..rounds-1) as a digit of the
+ * grid coordinate c along its axis: the groups are the blocks whose c
+ * differ only in the digit (c / step) % radix, and a block's position in
+ * its group is that digit. divisions and stride are the axis's (gid / stride
+ * % divisions is a gid's c). */
+typedef struct blk__round_digit {
+  int axis, radix, step, divisions, stride;
+} blk__round_digit;
+
+/* Fills *out for exchange round round of the pattern; returns 0, or -1 for
+ * a round outside 0..rounds-1. state is a blk__regular; the signature fits
+ * blk_partners' optional query. */
+int blk__regular_round_digit(const void *state, int round, blk__round_digit *out);
 
 #endif
