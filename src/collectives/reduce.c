@@ -140,7 +140,7 @@ static void mark_ready(rstate *s, rblock *b) {
   if (b->arrived < b->nin) return;
   b->busy = 1;
   b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
-  blk__sched_ready(&s->sched, b->lid, b->with_block);
+  blk__sched_ready(&s->sched, b->lid, b->round, b->with_block);
 }
 
 /* A message for a block that is swapped out goes to storage too, if large,
@@ -529,16 +529,21 @@ static void drive(rstate *s) {
      * before the caller may change it. */
     if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0) return;
     blk__sched_pump(&s->sched);
+    /* What the driver ran itself is done: its messages go out before MPI
+     * is polled. */
+    size_t got = blk__sched_collect(&s->sched, lids, ran, 64, 0);
+    for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
     int progressed = 0;
     blk__op_progress(o, &progressed);
-    /* With callbacks running, sleep on the pool (a finished task wakes us);
-     * otherwise poll MPI with backoff. */
-    long timeout = !progressed && s->sched.running ? 50000 : 0;
-    size_t got = blk__sched_collect(&s->sched, lids, ran, 64, timeout);
-    for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    /* With callbacks running on the pool, sleep on it (a finished task
+     * wakes us); otherwise poll MPI with backoff. */
+    if (!got && !progressed && blk__sched_running(&s->sched)) {
+      got = blk__sched_collect(&s->sched, lids, ran, 64, 50000);
+      for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    }
     if (progressed || got)
       blk__backoff_reset(&wait);
-    else if (!s->sched.running)
+    else if (!blk__sched_running(&s->sched))
       blk__backoff_idle(&wait);
   }
 }
@@ -566,7 +571,8 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
     return blk__reduce_abort(
         m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks", s.nblocks), d->name);
   for (int i = 0; i < s.nblocks; i++) s.rb[i].s = &s;
-  if ((rc = blk__sched_init(&s.sched, &m->budget, m->pool, &m->op, run_block, prepare, args)))
+  if ((rc = blk__sched_init(&s.sched, &m->budget, m->pool, &m->op, (blk__task_kind)fn, run_block,
+                            prepare, args)))
     return blk__reduce_abort(m, rc, d->name);
   s.sched.on_error = load_failed;
   s.sched.on_error_ctx = &s;
