@@ -277,6 +277,24 @@ static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
   receive(ctx, msg->dst_gid, msg->src_gid, msg->key, payload, msg->flags);
 }
 
+/* Where a payload from another rank is received: in the block's own memory
+ * when the driver says so (blk__driver.place), for the round the block
+ * waits in and a slot still empty: the block cannot run that round before
+ * the message is whole. In-core only (the block must stay in memory). */
+static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
+  rstate *s = ctx;
+  if (blk__budget_active(&s->m->budget)) return 0;
+  int lid = blk__table_lid(&s->m->table, msg->dst_gid);
+  if (lid < 0) return 0;
+  rblock *b = &s->rb[lid];
+  if (b->failed || b->busy || msg->key != b->round || slot_of(b, msg->src_gid) < 0) return 0;
+  void *at = s->d->place(blk__table_at(&s->m->table, lid)->data, b->gid, b->round,
+                         (size_t)msg->size, s->user);
+  if (!at) return 0;
+  blk__buffer_ref(into, at, (size_t)msg->size);
+  return 1;
+}
+
 static void run_block(void *arg) {
   rblock *b = arg;
   rstate *s = b->s;
@@ -525,9 +543,11 @@ static void drive(rstate *s) {
     if (o->aborted && !s->abort_seen) abort_all(s);
     skip_failed(s);
     if (s->finished == s->nblocks && !o->agreements) blk__op_agree_start(o, NULL);
-    /* Sends that read a block's own memory (references) must be complete
-     * before the caller may change it. */
-    if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0) return;
+    /* Sends that read a block's own memory (references), and receives into
+     * it, must be complete before the caller may touch it. */
+    if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0 &&
+        blk__comm_placed_recvs(s->m->comm) == 0)
+      return;
     blk__sched_pump(&s->sched);
     /* What the driver ran itself is done: its messages go out before MPI
      * is polled. */
@@ -577,6 +597,7 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
   s.sched.on_error = load_failed;
   s.sched.on_error_ctx = &s;
   blk__op_begin(s.o, d->name, route_reduce, &s);
+  if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
   for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[i], 0);
   drive(&s);
@@ -596,6 +617,6 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
 
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user) {
-  static const blk__driver user_callback = {"reduce", NULL, 0};
+  static const blk__driver user_callback = {"reduce", NULL, 0, NULL};
   return blk__reduce_run(m, a, p, fn, user, &user_callback);
 }
