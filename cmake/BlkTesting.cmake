@@ -16,7 +16,7 @@ set(BLK_TEST_TIMEOUT 120 CACHE STRING "default ctest time-out for one MPI test, 
 
 function(blk_add_unit_test name)
   add_executable(${name} ${ARGN})
-  target_link_libraries(${name} PRIVATE blk m)
+  target_link_libraries(${name} PRIVATE blk_internal m)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_compile_options(${name} PRIVATE ${BLK_WARNINGS})
   add_test(NAME ${name} COMMAND ${name})

@@ -63,6 +63,7 @@ static int route_points(void *block, blk_proxy *p, void *user) {
   size_t kept = 0;
   for (size_t j = 0; j < b->n; j++) {
     int owner = blk_decomposer_cpoint_to_gid(r->ps->d, b->pts[j].x);
+    if (owner < 0) return owner; /* BLK_ENOTFOUND: a point outside the domain */
     int to = blk_partners_round_position(r->partners, round, owner);
     if (blk_proxy_out_gid(p, to) == gid) {
       b->pts[kept++] = b->pts[j];

@@ -42,6 +42,7 @@ static int send_points(void *block, blk_proxy *p, void *user) {
   point_block *b = block;
   for (size_t j = 0; j < b->n; j++) {
     int owner = blk_decomposer_cpoint_to_gid(ps->d, b->pts[j].x);
+    if (owner < 0) return owner; /* BLK_ENOTFOUND: a point outside the domain */
     int rc = blk_proxy_enqueue_gid(p, owner, &b->pts[j], sizeof(point));
     if (rc) return rc;
   }

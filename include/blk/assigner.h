@@ -9,6 +9,13 @@
  *   round robin: gid g lives on rank g % nranks.
  * Fewer blocks than ranks is valid: the ranks past the last block own none.
  *
+ * Errors of the queries: BLK_EINVAL when the call itself is wrong (a NULL
+ * assigner, max < 0, NULL gids with max > 0); BLK_ENOTFOUND, with a detail
+ * naming the value, when a well-formed call names no block or rank: a gid
+ * outside 0..nblocks-1 or a rank outside 0..nranks-1. A gid out of range is
+ * "no such block", not bad input, so a caller holding a gid from elsewhere
+ * (a message, a file) can tell it from a misuse of the call.
+ *
  * An assigner is read-only after create; any number of threads may query the
  * same one at once. It knows nothing about MPI: nranks is just a number, so
  * the master checks that it matches its communicator.
@@ -41,18 +48,19 @@ int blk_assigner_nranks(const blk_assigner *a);
 /* The number of blocks it was made for. */
 int blk_assigner_nblocks(const blk_assigner *a);
 
-/* The rank that owns gid, or -1 for a gid outside 0..nblocks-1 (with a
- * detail in blk_last_error()). O(1). */
+/* The rank that owns gid; BLK_ENOTFOUND for a gid outside 0..nblocks-1 (the
+ * detail names it), BLK_EINVAL for a NULL a. O(1); any thread. */
 int blk_assigner_rank(const blk_assigner *a, int gid);
 
-/* The number of blocks rank owns (0 is possible), or BLK_EINVAL for a rank
- * outside 0..nranks-1. O(1). */
+/* The number of blocks rank owns (0 is possible); BLK_ENOTFOUND for a rank
+ * outside 0..nranks-1, BLK_EINVAL for a NULL a. O(1); any thread. */
 int blk_assigner_local_count(const blk_assigner *a, int rank);
 
 /* Writes the gids of rank in ascending order to gids[0..max) and returns how
  * many the rank owns (which may exceed max: then only max are written).
- * BLK_EINVAL for a rank outside 0..nranks-1, max < 0, or NULL gids with
- * max > 0. The i-th gid written is the rank's block with local id i. */
+ * BLK_EINVAL for a NULL a, max < 0, or NULL gids with max > 0 (checked
+ * first); BLK_ENOTFOUND for a rank outside 0..nranks-1. The i-th gid
+ * written is the rank's block with local id i. Any thread. */
 int blk_assigner_local_gids(const blk_assigner *a, int rank, int *gids, int max);
 
 #ifdef __cplusplus

@@ -41,19 +41,28 @@ typedef struct blk_link {
  * Order: directions enumerated as offsets with axis 0 fastest, -1 before 0
  * before +1 (so in 2D: (-1,-1), (0,-1), (1,-1), (-1,0), (1,0), (-1,1), (0,1),
  * (1,1)), skipping those that leave a non-wrapped axis. Entries of dir and
- * wrap past dim are 0. On success *links is a malloc'd array of *count links
- * that the caller frees with free(); a block without neighbours gets
- * *links = NULL and *count = 0. Returns 0, BLK_ENOMEM, or BLK_EINVAL for NULL
- * arguments, a gid outside 0..nblocks-1, or an assigner whose block count
- * differs from the decomposer's (on failure *links = NULL, *count = 0).
+ * wrap past dim are 0. On success *links is an array of *count links that
+ * the caller owns and frees with blk_links_free (not free(): how blk
+ * allocates it is its own business); a block without neighbours gets
+ * *links = NULL and *count = 0. Returns 0, BLK_ENOMEM, BLK_EINVAL for NULL
+ * arguments or an assigner whose block count differs from the decomposer's,
+ * or BLK_ENOTFOUND for a gid outside 0..nblocks-1 (no such block), each
+ * with a detail; on failure *links = NULL and *count = 0.
  * d and a are only read: any thread. At most 3^dim - 1 links. */
 int blk_decomposer_links(const blk_decomposer *d, const blk_assigner *a, int gid, blk_link **links,
                          int *count);
 
+/* Frees an array of links made by blk_decomposer_links; NULL does nothing.
+ * The array must not be used afterwards. Any thread (it is the caller's). */
+void blk_links_free(blk_link *links);
+
 /* The index in links[0..count) of the link on which a message sent by
  * src_gid along its link direction src_dir arrives: the link whose gid is
- * src_gid and whose dir is -src_dir on axes 0..dim-1. Returns -1 if there is
- * none (or for NULL arguments). Pure function; any thread. */
+ * src_gid and whose dir is -src_dir on axes 0..dim-1. Returns BLK_ENOTFOUND
+ * (no detail: a miss is an answer) if there is none, including for count 0
+ * (links may then be NULL); BLK_EINVAL, with a detail, for NULL links with
+ * count > 0, count < 0, a NULL src_dir, or dim outside 0..BLK_MAX_DIM. Pure
+ * function; any thread. */
 int blk_link_find_reverse(const blk_link *links, int count, int src_gid, const int *src_dir,
                           int dim);
 

@@ -106,29 +106,30 @@ int blk_assigner_nblocks(const blk_assigner *a) {
 int blk_assigner_rank(const blk_assigner *a, int gid) {
   if (!a) return blk__fail(BLK_EINVAL, "assigner: NULL assigner");
   if (gid < 0 || gid >= a->nblocks)
-    return blk__fail(BLK_EINVAL, "assigner: gid %d is outside 0..%d", gid, a->nblocks - 1);
+    return blk__fail(BLK_ENOTFOUND, "assigner: gid %d is outside 0..%d", gid, a->nblocks - 1);
   return a->ops->rank(a, gid);
 }
 
 static int check_rank(const blk_assigner *a, int rank) {
-  if (!a) return blk__fail(BLK_EINVAL, "assigner: NULL assigner");
   if (rank < 0 || rank >= a->nranks)
-    return blk__fail(BLK_EINVAL, "assigner: rank %d is outside 0..%d", rank, a->nranks - 1);
+    return blk__fail(BLK_ENOTFOUND, "assigner: rank %d is outside 0..%d", rank, a->nranks - 1);
   return 0;
 }
 
 int blk_assigner_local_count(const blk_assigner *a, int rank) {
+  if (!a) return blk__fail(BLK_EINVAL, "assigner: NULL assigner");
   int rc = check_rank(a, rank);
   if (rc) return rc;
   return a->ops->local_count(a, rank);
 }
 
 int blk_assigner_local_gids(const blk_assigner *a, int rank, int *gids, int max) {
-  int rc = check_rank(a, rank);
-  if (rc) return rc;
+  if (!a) return blk__fail(BLK_EINVAL, "assigner: NULL assigner");
   if (max < 0) return blk__fail(BLK_EINVAL, "assigner: local_gids: max = %d is negative", max);
   if (max > 0 && !gids)
     return blk__fail(BLK_EINVAL, "assigner: local_gids: gids is NULL but max = %d", max);
+  int rc = check_rank(a, rank);
+  if (rc) return rc;
   int n = a->ops->local_count(a, rank);
   for (int i = 0; i < n && i < max; i++) gids[i] = a->ops->local_gid(a, rank, i);
   return n;

@@ -15,13 +15,21 @@
  * that min - ghosts and max + ghosts fit in int64, so ghosted bounds and the
  * periodic images of a point (p +- n) are plain int64 values.
  *
+ * Two kinds, one set of queries: what differs between a discrete and a
+ * continuous decomposer is the arithmetic of an axis (where block i starts
+ * and ends, core and ghosted, and where a point's periodic images fall),
+ * which each kind supplies as a grid_ops table. Block bounds, ownership, the
+ * searches and the gid walk are written once over blk__coord (coord.h) and
+ * instantiated per kind by inlining, as fast as typed copies.
+ *
  * Lookups: the owner of a point along an axis is the largest i whose start is
- * <= the point; a floating guess lands within a step or two and exact integer
- * (or the same double) comparisons settle it, so lookups agree bit for bit
- * with block_bounds. point_to_gids finds, per axis, the blocks whose ghosted
- * interval holds the point or one of its images by binary search over the
- * monotone ghosted starts and ends (O(log d)), unions at most three ranges,
- * and walks their product with axis 0 fastest, which is ascending gid order.
+ * <= the point; a floating-point guess lands within a step or two and exact
+ * comparisons of the kind's coordinates settle it, so lookups agree bit for
+ * bit with block_bounds. point_to_gids finds, per axis, the blocks whose
+ * ghosted interval holds the point or one of its images by binary search
+ * over the monotone ghosted starts and ends (O(log d)), unions at most three
+ * ranges, and walks their product with axis 0 fastest, which is ascending
+ * gid order.
  *
  * Chosen divisions (rule in decomposer.h): a depth-first search over the
  * prime factors, largest first, trying axes longest-block first; block
@@ -33,6 +41,7 @@
  */
 #include "blk/decomposer.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,24 +49,51 @@
 #include <string.h>
 
 #include "base/fail.h"
+#include "geometry/coord.h"
+
+typedef struct grid_ops grid_ops;
 
 struct blk_decomposer {
+  const grid_ops *ops; /* the kind's arithmetic: discrete_ops or continuous_ops */
   int dim;
   int nblocks;
-  int continuous;
+  int continuous; /* ops == &continuous_ops */
   int div[BLK_MAX_DIM];
   int stride[BLK_MAX_DIM]; /* product of div[0..a) */
   int share[BLK_MAX_DIM];  /* 0/1 */
   int wrap[BLK_MAX_DIM];   /* 0/1 */
   int64_t ghosts[BLK_MAX_DIM];
   double width[BLK_MAX_DIM];
-  blk_bounds domain;          /* discrete */
-  blk_cbounds cdomain;        /* continuous */
+  blk__box domain;            /* .i discrete, .x continuous */
   uint64_t span[BLK_MAX_DIM]; /* discrete: max - min */
   uint64_t q[BLK_MAX_DIM];    /* span / div */
   uint64_t r[BLK_MAX_DIM];    /* span % div */
   double len[BLK_MAX_DIM];    /* continuous: max - min */
+  double unit[BLK_MAX_DIM];   /* continuous: a power of two near 1 / len */
+  double scale[BLK_MAX_DIM];  /* blocks per unit of offset(), for owner guesses */
 };
+
+/* What the queries need of a kind besides coord.h's comparisons: where
+ * block i (0 <= i < div[a]) of axis a lies, and where a point lies. */
+struct grid_ops {
+  const blk__kind *k;
+  blk__coord (*from)(const blk_decomposer *d, int a, int i); /* its first core coordinate */
+  blk__coord (*to)(const blk_decomposer *d, int a, int i);   /* its last, with the shared face */
+  blk__coord (*glo)(const blk_decomposer *d, int a, int i);  /* its ghosted start; monotone in i */
+  blk__coord (*ghi)(const blk_decomposer *d, int a, int i);  /* its ghosted end; monotone in i */
+  /* Where a p in the domain lies along the axis, as a double that scale[a]
+   * turns into blocks (p - min, times unit for a continuous axis). Rounded:
+   * it only feeds a guess. */
+  double (*offset)(const blk_decomposer *d, int a, blk__coord p);
+  /* The coordinates to search for block i with glo(i) <= q <= ghi(i) when
+   * looking for p on axis a: p brought into the domain and, on a wrapped
+   * axis, those of its periodic images that the ghosts can reach. Returns
+   * how many it wrote to q (0: p is in no block), or EVERY_BLOCK when the
+   * ghosts span the axis. */
+  int (*images)(const blk_decomposer *d, int a, blk__coord p, blk__coord q[3]);
+};
+
+enum { EVERY_BLOCK = -1 };
 
 /* ---- discrete axis arithmetic ---------------------------------------- */
 
@@ -87,64 +123,125 @@ static uint64_t dto(const blk_decomposer *d, int a, int i) {
   return dfrom(d, a, i + 1) - 1 + (uint64_t)d->share[a];
 }
 
-/* The largest i with dfrom(i) <= o, for an offset o <= span. */
-static int downer(const blk_decomposer *d, int a, uint64_t o) {
-  int n = d->div[a];
-  long double g = (long double)o * (long double)n / ((long double)d->span[a] + 1.0L);
-  int i = g >= (long double)(n - 1) ? n - 1 : (g > 0 ? (int)g : 0);
-  while (i > 0 && dfrom(d, a, i) > o) i--;
-  while (i < n - 1 && dfrom(d, a, i + 1) <= o) i++;
-  return i;
+static blk__coord discrete_from(const blk_decomposer *d, int a, int i) {
+  return (blk__coord){.i = add_off(d->domain.min[a].i, dfrom(d, a, i))};
+}
+
+static blk__coord discrete_to(const blk_decomposer *d, int a, int i) {
+  return (blk__coord){.i = add_off(d->domain.min[a].i, dto(d, a, i))};
 }
 
 /* Ghosted start and end of block i: clamped to the domain without wrap,
  * unclamped (and within int64, checked at create) with wrap. */
-static int64_t dglo(const blk_decomposer *d, int a, int i) {
+static blk__coord discrete_glo(const blk_decomposer *d, int a, int i) {
+  int64_t min = d->domain.min[a].i;
   uint64_t f = dfrom(d, a, i), g = (uint64_t)d->ghosts[a];
-  if (d->wrap[a]) return add_off(d->domain.min[a], f) - d->ghosts[a];
-  return f >= g ? add_off(d->domain.min[a], f - g) : d->domain.min[a];
+  if (d->wrap[a]) return (blk__coord){.i = add_off(min, f) - d->ghosts[a]};
+  return (blk__coord){.i = f >= g ? add_off(min, f - g) : min};
 }
 
-static int64_t dghi(const blk_decomposer *d, int a, int i) {
+static blk__coord discrete_ghi(const blk_decomposer *d, int a, int i) {
+  int64_t min = d->domain.min[a].i;
   uint64_t t = dto(d, a, i), g = (uint64_t)d->ghosts[a];
-  if (d->wrap[a]) return add_off(d->domain.min[a], t) + d->ghosts[a];
-  return d->span[a] - t >= g ? add_off(d->domain.min[a], t + g) : d->domain.max[a];
+  if (d->wrap[a]) return (blk__coord){.i = add_off(min, t) + d->ghosts[a]};
+  return (blk__coord){.i = d->span[a] - t >= g ? add_off(min, t + g) : d->domain.max[a].i};
+}
+
+static double discrete_offset(const blk_decomposer *d, int a, blk__coord p) {
+  return (double)((uint64_t)p.i - (uint64_t)d->domain.min[a].i);
+}
+
+static int discrete_images(const blk_decomposer *d, int a, blk__coord pc, blk__coord q[3]) {
+  int64_t p = pc.i, min = d->domain.min[a].i, max = d->domain.max[a].i;
+  uint64_t span = d->span[a], g = (uint64_t)d->ghosts[a], o;
+  if (p >= min && p <= max) {
+    o = (uint64_t)p - (uint64_t)min;
+  } else if (!d->wrap[a]) {
+    return 0;
+  } else { /* span < UINT64_MAX here: a full-range axis holds every p */
+    uint64_t n = span + 1;
+    if (p > max) {
+      o = ((uint64_t)p - (uint64_t)min) % n;
+    } else {
+      uint64_t m = ((uint64_t)min - (uint64_t)p) % n;
+      o = m == 0 ? 0 : n - m;
+    }
+  }
+  int k = 0;
+  q[k++].i = add_off(min, o);
+  if (!d->wrap[a]) return k;
+  if (g > span) return EVERY_BLOCK; /* ghosts >= n cells: every block sees every cell */
+  if (o > span - g)                 /* the image p - n reaches the ghosts above min - g */
+    q[k++].i = (min - d->ghosts[a]) + (int64_t)(o - (span - g) - 1);
+  if (o < g) /* the image p + n */
+    q[k++].i = (max + d->ghosts[a]) - (int64_t)(g - 1 - o);
+  return k;
 }
 
 /* ---- continuous axis arithmetic -------------------------------------- */
 
 /* Start of block i (0 <= i <= div; i == div gives max). Monotone in i. */
 static double cfrom(const blk_decomposer *d, int a, int i) {
-  if (i <= 0) return d->cdomain.min[a];
-  if (i >= d->div[a]) return d->cdomain.max[a];
-  double x = d->cdomain.min[a] + d->len[a] * (double)i / (double)d->div[a];
-  return x > d->cdomain.max[a] ? d->cdomain.max[a] : x;
+  double min = d->domain.min[a].x, max = d->domain.max[a].x;
+  if (i <= 0) return min;
+  if (i >= d->div[a]) return max;
+  double x = min + d->len[a] * (double)i / (double)d->div[a];
+  return x > max ? max : x;
 }
 
-/* The largest i < div with cfrom(i) <= x, for min <= x <= max. */
-static int cowner(const blk_decomposer *d, int a, double x) {
-  int n = d->div[a];
-  int i = 0;
-  if (d->len[a] > 0) {
-    double g = (x - d->cdomain.min[a]) / d->len[a] * (double)n;
-    i = g >= (double)(n - 1) ? n - 1 : (g > 0 ? (int)g : 0);
-  }
-  while (i > 0 && cfrom(d, a, i) > x) i--;
-  while (i < n - 1 && cfrom(d, a, i + 1) <= x) i++;
-  return i;
+static blk__coord continuous_from(const blk_decomposer *d, int a, int i) {
+  return (blk__coord){.x = cfrom(d, a, i)};
 }
 
-static double cglo(const blk_decomposer *d, int a, int i) {
+static blk__coord continuous_to(const blk_decomposer *d, int a, int i) {
+  return (blk__coord){.x = cfrom(d, a, i + 1)};
+}
+
+static blk__coord continuous_glo(const blk_decomposer *d, int a, int i) {
   double x = cfrom(d, a, i) - d->width[a];
-  if (!d->wrap[a] && x < d->cdomain.min[a]) x = d->cdomain.min[a];
-  return x;
+  if (!d->wrap[a] && x < d->domain.min[a].x) x = d->domain.min[a].x;
+  return (blk__coord){.x = x};
 }
 
-static double cghi(const blk_decomposer *d, int a, int i) {
+static blk__coord continuous_ghi(const blk_decomposer *d, int a, int i) {
   double x = cfrom(d, a, i + 1) + d->width[a];
-  if (!d->wrap[a] && x > d->cdomain.max[a]) x = d->cdomain.max[a];
-  return x;
+  if (!d->wrap[a] && x > d->domain.max[a].x) x = d->domain.max[a].x;
+  return (blk__coord){.x = x};
 }
+
+static double continuous_offset(const blk_decomposer *d, int a, blk__coord p) {
+  return (p.x - d->domain.min[a].x) * d->unit[a];
+}
+
+static int continuous_images(const blk_decomposer *d, int a, blk__coord pc, blk__coord q[3]) {
+  double p = pc.x, min = d->domain.min[a].x, max = d->domain.max[a].x, len = d->len[a];
+  if (isnan(p)) return 0;
+  if (!(p >= min && p <= max)) {
+    if (!d->wrap[a]) return 0;
+    if (len > 0) {
+      double o = fmod(p - min, len);
+      if (isnan(o)) return 0; /* p infinite, or p - min overflowed */
+      if (o < 0) o += len;
+      p = min + o;
+      if (p > max) p = max;
+    } else {
+      p = min;
+    }
+  }
+  q[0].x = p;
+  if (!d->wrap[a]) return 1;
+  if (d->width[a] >= len) return EVERY_BLOCK; /* ghosts at least a period wide */
+  q[1].x = p - len;
+  q[2].x = p + len;
+  return 3;
+}
+
+static const grid_ops discrete_ops = {&blk__discrete, discrete_from,   discrete_to,    discrete_glo,
+                                      discrete_ghi,   discrete_offset, discrete_images};
+
+static const grid_ops continuous_ops = {&blk__continuous, continuous_from, continuous_to,
+                                        continuous_glo,   continuous_ghi,  continuous_offset,
+                                        continuous_images};
 
 /* ---- choosing divisions ---------------------------------------------- */
 
@@ -364,8 +461,8 @@ static int check_domain(blk_decomposer *d, const blk_bounds *db, const blk_cboun
       if (db->min[a] > db->max[a])
         return blk__fail(BLK_EINVAL, "decomposer: domain min[%d] = %lld > max[%d] = %lld", a,
                          (long long)db->min[a], a, (long long)db->max[a]);
-      d->domain.min[a] = db->min[a];
-      d->domain.max[a] = db->max[a];
+      d->domain.min[a].i = db->min[a];
+      d->domain.max[a].i = db->max[a];
       d->span[a] = (uint64_t)db->max[a] - (uint64_t)db->min[a];
     } else {
       double lo = cb->min[a], hi = cb->max[a];
@@ -380,13 +477,12 @@ static int check_domain(blk_decomposer *d, const blk_bounds *db, const blk_cboun
         return blk__fail(BLK_EINVAL,
                          "decomposer: domain extent max[%d] - min[%d] = %g - %g is not finite", a,
                          a, hi, lo);
-      d->cdomain.min[a] = lo;
-      d->cdomain.max[a] = hi;
+      d->domain.min[a].x = lo;
+      d->domain.max[a].x = hi;
       d->len[a] = hi - lo;
     }
   }
-  d->domain.dim = db ? dim : 0;
-  d->cdomain.dim = cb ? dim : 0;
+  d->domain.dim = dim;
   return 0;
 }
 
@@ -448,7 +544,7 @@ static int check_wrap_room(const blk_decomposer *d) {
     if (!d->wrap[a]) continue;
     if (d->continuous) {
       double w = d->width[a];
-      if (!isfinite(d->cdomain.min[a] - w) || !isfinite(d->cdomain.max[a] + w) ||
+      if (!isfinite(d->domain.min[a].x - w) || !isfinite(d->domain.max[a].x + w) ||
           !isfinite(d->len[a] + 2 * w))
         return blk__fail(BLK_EINVAL,
                          "decomposer: ghost_width[%d] = %g on wrapped axis %d takes the ghosted "
@@ -456,15 +552,26 @@ static int check_wrap_room(const blk_decomposer *d) {
                          a, w, a);
     } else {
       int64_t g = d->ghosts[a];
-      if (d->domain.min[a] < INT64_MIN + g || d->domain.max[a] > INT64_MAX - g)
+      int64_t min = d->domain.min[a].i, max = d->domain.max[a].i;
+      if (min < INT64_MIN + g || max > INT64_MAX - g)
         return blk__fail(BLK_EINVAL,
                          "decomposer: ghosts[%d] = %lld on wrapped axis %d take the ghosted bounds "
                          "of [%lld, %lld] past the int64 range",
-                         a, (long long)g, a, (long long)d->domain.min[a],
-                         (long long)d->domain.max[a]);
+                         a, (long long)g, a, (long long)min, (long long)max);
     }
   }
   return 0;
+}
+
+int blk_decomposer_config_init(blk_decomposer_config *cfg, unsigned int version) {
+  static const blk_decomposer_config defaults = BLK_DECOMPOSER_CONFIG_INIT;
+  if (!cfg) return blk__fail(BLK_EINVAL, "decomposer: config_init: cfg is NULL");
+  if (version < 1 || version > BLK_DECOMPOSER_CONFIG_VERSION)
+    return blk__fail(BLK_EINVAL, "decomposer: config_init: version %u; this blk knows 1..%u",
+                     version, BLK_DECOMPOSER_CONFIG_VERSION);
+  *cfg = defaults; /* (one layout so far) */
+  cfg->version = version;
+  return BLK_OK;
 }
 
 static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds *cb, int nblocks,
@@ -475,9 +582,15 @@ static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds 
   if (!out) return blk__fail(BLK_EINVAL, "decomposer: out is NULL");
   *out = NULL;
   if (!db && !cb) return blk__fail(BLK_EINVAL, "decomposer: domain is NULL");
+  if (cfg && (cfg->version < 1 || cfg->version > BLK_DECOMPOSER_CONFIG_VERSION))
+    return blk__fail(BLK_EINVAL,
+                     "decomposer: the config has version %u; this blk knows 1..%u (initialise it "
+                     "with BLK_DECOMPOSER_CONFIG_INIT or blk_decomposer_config_init)",
+                     cfg->version, BLK_DECOMPOSER_CONFIG_VERSION);
   d = calloc(1, sizeof *d);
   if (!d) return blk__fail(BLK_ENOMEM, "decomposer: no memory for %zu bytes", sizeof *d);
   d->continuous = cb != NULL;
+  d->ops = cb ? &continuous_ops : &discrete_ops;
   if ((rc = check_domain(d, db, cb)) != 0) goto fail;
   if (nblocks < 1) {
     rc = blk__fail(BLK_EINVAL, "decomposer: nblocks = %d must be at least 1", nblocks);
@@ -498,6 +611,13 @@ static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds 
     if (!d->continuous) {
       d->q[a] = d->span[a] / (uint64_t)d->div[a];
       d->r[a] = d->span[a] % (uint64_t)d->div[a];
+      d->scale[a] = (double)d->div[a] / ((double)d->span[a] + 1.0);
+    } else if (d->len[a] > 0) {
+      /* len * unit is in [1, 2) (at least 2^-51 for a subnormal len), so
+       * scale is finite however short the axis. */
+      int e = -ilogb(d->len[a]);
+      d->unit[a] = ldexp(1.0, e < DBL_MAX_EXP - 1 ? e : DBL_MAX_EXP - 1);
+      d->scale[a] = (double)d->div[a] / (d->len[a] * d->unit[a]);
     }
   }
   *out = d;
@@ -509,19 +629,11 @@ fail:
 
 int blk_decomposer_create(blk_decomposer **out, const blk_bounds *domain, int nblocks,
                           const blk_decomposer_config *cfg) {
-  if (!domain) {
-    if (out) *out = NULL;
-    return blk__fail(BLK_EINVAL, "decomposer: domain is NULL");
-  }
   return create(out, domain, NULL, nblocks, cfg);
 }
 
 int blk_decomposer_create_continuous(blk_decomposer **out, const blk_cbounds *domain, int nblocks,
                                      const blk_decomposer_config *cfg) {
-  if (!domain) {
-    if (out) *out = NULL;
-    return blk__fail(BLK_EINVAL, "decomposer: domain is NULL");
-  }
   return create(out, NULL, domain, nblocks, cfg);
 }
 
@@ -556,6 +668,7 @@ int blk_decomposer_wrap(const blk_decomposer *d, int axis) {
 void blk_decomposer_get_config(const blk_decomposer *d, blk_decomposer_config *cfg) {
   if (!d || !cfg) return;
   memset(cfg, 0, sizeof *cfg);
+  cfg->version = BLK_DECOMPOSER_CONFIG_VERSION;
   for (int a = 0; a < d->dim; a++) {
     cfg->divisions[a] = d->div[a];
     cfg->share_face[a] = d->share[a];
@@ -565,20 +678,37 @@ void blk_decomposer_get_config(const blk_decomposer *d, blk_decomposer_config *c
   }
 }
 
-int blk_decomposer_domain(const blk_decomposer *d, blk_bounds *domain) {
-  if (!d || !domain) return blk__fail(BLK_EINVAL, "decomposer: NULL argument");
-  if (d->continuous)
-    return blk__fail(BLK_EINVAL, "decomposer: domain asked of a continuous decomposer");
-  *domain = d->domain;
+/* Whether d is a decomposer of ops' kind: the check every typed query
+ * makes first. */
+BLK__TEMPLATE int is_kind(const blk_decomposer *d, const grid_ops *ops) {
+  return d && d->ops == ops;
+}
+
+/* The BLK_EINVAL of a query called wrong: a NULL d, a d of the other kind
+ * than ops, or else a NULL argument, named by arg. Cold, and reached by a
+ * tail call, so that a lookup's fast path has no call to return from (which
+ * cost it a stack frame) and no taken branch around the error path. */
+BLK__COLD static int call_error(const blk_decomposer *d, const grid_ops *ops, const char *what,
+                                const char *arg) {
+  if (!d) return blk__fail(BLK_EINVAL, "decomposer: %s of a NULL decomposer", what);
+  if (d->ops != ops)
+    return blk__fail(BLK_EINVAL, "decomposer: %s asked of a %s decomposer", what, d->ops->k->name);
+  return blk__fail(BLK_EINVAL, "decomposer: %s with a NULL %s", what, arg);
+}
+
+BLK__TEMPLATE int get_domain(const blk_decomposer *d, const grid_ops *ops, void *out,
+                             const char *what) {
+  if (!is_kind(d, ops) || !out) return call_error(d, ops, what, "argument");
+  ops->k->store(out, &d->domain);
   return 0;
 }
 
-int blk_decomposer_cdomain(const blk_decomposer *d, blk_cbounds *domain) {
-  if (!d || !domain) return blk__fail(BLK_EINVAL, "decomposer: NULL argument");
-  if (!d->continuous)
-    return blk__fail(BLK_EINVAL, "decomposer: cdomain asked of a discrete decomposer");
-  *domain = d->cdomain;
-  return 0;
+int blk_decomposer_domain(const blk_decomposer *d, blk_bounds *out) {
+  return get_domain(d, &discrete_ops, out, "domain");
+}
+
+int blk_decomposer_cdomain(const blk_decomposer *d, blk_cbounds *out) {
+  return get_domain(d, &continuous_ops, out, "cdomain");
 }
 
 void blk_decomposer_gid_to_coords(const blk_decomposer *d, int gid, int *coords) {
@@ -588,10 +718,10 @@ void blk_decomposer_gid_to_coords(const blk_decomposer *d, int gid, int *coords)
 }
 
 int blk_decomposer_coords_to_gid(const blk_decomposer *d, const int *coords) {
-  if (!d || !coords) return -1;
+  if (!d || !coords) return blk__fail(BLK_EINVAL, "decomposer: coords_to_gid with a NULL argument");
   int gid = 0;
   for (int a = 0; a < d->dim; a++) {
-    if (coords[a] < 0 || coords[a] >= d->div[a]) return -1;
+    if (coords[a] < 0 || coords[a] >= d->div[a]) return BLK_ENOTFOUND; /* no detail, as above */
     gid += coords[a] * d->stride[a];
   }
   return gid;
@@ -599,82 +729,73 @@ int blk_decomposer_coords_to_gid(const blk_decomposer *d, const int *coords) {
 
 /* ---- block bounds ---------------------------------------------------- */
 
-static int check_gid(const blk_decomposer *d, int gid, int want_continuous, const char *what) {
-  if (!d) return blk__fail(BLK_EINVAL, "decomposer: %s of a NULL decomposer", what);
-  if (d->continuous != want_continuous)
-    return blk__fail(BLK_EINVAL, "decomposer: %s asked of a %s decomposer", what,
-                     d->continuous ? "continuous" : "discrete");
+/* Each typed public query below calls one routine written over blk__coord
+ * (a BLK__TEMPLATE, see coord.h) with its kind's table as a constant. */
+
+BLK__TEMPLATE int block_box(const blk_decomposer *d, const grid_ops *ops, int gid, void *core,
+                            void *ghosted, const char *what) {
+  if (!is_kind(d, ops)) return call_error(d, ops, what, "argument");
   if (gid < 0 || gid >= d->nblocks)
-    return blk__fail(BLK_EINVAL, "decomposer: %s: gid %d is outside 0..%d", what, gid,
+    return blk__fail(BLK_ENOTFOUND, "decomposer: %s: gid %d is outside 0..%d", what, gid,
                      d->nblocks - 1);
+  blk__box c = {.dim = d->dim}, g = {.dim = d->dim};
+  for (int a = 0; a < d->dim; a++) {
+    int i = (gid / d->stride[a]) % d->div[a];
+    c.min[a] = ops->from(d, a, i);
+    c.max[a] = ops->to(d, a, i);
+    g.min[a] = ops->glo(d, a, i);
+    g.max[a] = ops->ghi(d, a, i);
+  }
+  if (core) ops->k->store(core, &c);
+  if (ghosted) ops->k->store(ghosted, &g);
   return 0;
 }
 
 int blk_decomposer_block_bounds(const blk_decomposer *d, int gid, blk_bounds *core,
                                 blk_bounds *ghosted) {
-  int rc = check_gid(d, gid, 0, "block_bounds");
-  if (rc) return rc;
-  blk_bounds c, g;
-  memset(&c, 0, sizeof c);
-  memset(&g, 0, sizeof g);
-  c.dim = g.dim = d->dim;
-  for (int a = 0; a < d->dim; a++) {
-    int i = (gid / d->stride[a]) % d->div[a];
-    c.min[a] = add_off(d->domain.min[a], dfrom(d, a, i));
-    c.max[a] = add_off(d->domain.min[a], dto(d, a, i));
-    g.min[a] = dglo(d, a, i);
-    g.max[a] = dghi(d, a, i);
-  }
-  if (core) *core = c;
-  if (ghosted) *ghosted = g;
-  return 0;
+  return block_box(d, &discrete_ops, gid, core, ghosted, "block_bounds");
 }
 
 int blk_decomposer_block_cbounds(const blk_decomposer *d, int gid, blk_cbounds *core,
                                  blk_cbounds *ghosted) {
-  int rc = check_gid(d, gid, 1, "block_cbounds");
-  if (rc) return rc;
-  blk_cbounds c, g;
-  memset(&c, 0, sizeof c);
-  memset(&g, 0, sizeof g);
-  c.dim = g.dim = d->dim;
-  for (int a = 0; a < d->dim; a++) {
-    int i = (gid / d->stride[a]) % d->div[a];
-    c.min[a] = cfrom(d, a, i);
-    c.max[a] = cfrom(d, a, i + 1);
-    g.min[a] = cglo(d, a, i);
-    g.max[a] = cghi(d, a, i);
-  }
-  if (core) *core = c;
-  if (ghosted) *ghosted = g;
-  return 0;
+  return block_box(d, &continuous_ops, gid, core, ghosted, "block_cbounds");
 }
 
 /* ---- point lookups --------------------------------------------------- */
 
-int blk_decomposer_point_to_gid(const blk_decomposer *d, const int64_t *pt) {
-  if (!d || !pt) return blk__fail(BLK_EINVAL, "decomposer: point_to_gid with a NULL argument");
-  if (d->continuous)
-    return blk__fail(BLK_EINVAL, "decomposer: point_to_gid asked of a continuous decomposer");
+/* The owner along axis a of a p in the domain: the largest i with
+ * from(i) <= p. A guess from p's place on the axis (a multiplication, no
+ * division) lands within a step or two, and exact comparisons settle it, so
+ * the answer agrees with block_bounds bit for bit whatever the guess. */
+BLK__TEMPLATE int owner(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord p) {
+  int n = d->div[a];
+  double g = ops->offset(d, a, p) * d->scale[a];
+  int i = g >= (double)(n - 1) ? n - 1 : (g > 0 ? (int)g : 0);
+  while (i > 0 && !ops->k->le(ops->from(d, a, i), p)) i--;
+  while (i < n - 1 && ops->k->le(ops->from(d, a, i + 1), p)) i++;
+  return i;
+}
+
+BLK__TEMPLATE int point_owner(const blk_decomposer *d, const grid_ops *ops, const void *pt,
+                              const char *what) {
+  if (!is_kind(d, ops) || !pt) return call_error(d, ops, what, "point");
+  const blk__kind *k = ops->k;
   int gid = 0;
   for (int a = 0; a < d->dim; a++) {
-    if (pt[a] < d->domain.min[a] || pt[a] > d->domain.max[a]) return -1;
-    uint64_t o = (uint64_t)pt[a] - (uint64_t)d->domain.min[a];
-    gid += downer(d, a, o) * d->stride[a];
+    blk__coord p = k->get(pt, a);
+    /* A miss is an answer, not a failure: no detail, so it costs what a hit does. */
+    if (!k->le(d->domain.min[a], p) || !k->le(p, d->domain.max[a])) return BLK_ENOTFOUND;
+    gid += owner(d, ops, a, p) * d->stride[a];
   }
   return gid;
 }
 
+int blk_decomposer_point_to_gid(const blk_decomposer *d, const int64_t *pt) {
+  return point_owner(d, &discrete_ops, pt, "point_to_gid");
+}
+
 int blk_decomposer_cpoint_to_gid(const blk_decomposer *d, const double *pt) {
-  if (!d || !pt) return blk__fail(BLK_EINVAL, "decomposer: cpoint_to_gid with a NULL argument");
-  if (!d->continuous)
-    return blk__fail(BLK_EINVAL, "decomposer: cpoint_to_gid asked of a discrete decomposer");
-  int gid = 0;
-  for (int a = 0; a < d->dim; a++) {
-    if (!(pt[a] >= d->cdomain.min[a] && pt[a] <= d->cdomain.max[a])) return -1;
-    gid += cowner(d, a, pt[a]) * d->stride[a];
-  }
-  return gid;
+  return point_owner(d, &continuous_ops, pt, "cpoint_to_gid");
 }
 
 /* The block indices along one axis: sorted, disjoint, non-adjacent ranges. */
@@ -709,13 +830,14 @@ static void ranges_merge(ranges *s) {
   s->n = m;
 }
 
-/* Blocks i of a discrete axis with dglo(i) <= q <= dghi(i). Both ends are
- * monotone in i, so the set is one range found by two binary searches. */
-static void dsearch(const blk_decomposer *d, int a, int64_t q, ranges *s) {
+/* Blocks i of axis a with glo(i) <= q <= ghi(i). Both ends are monotone in
+ * i, so the set is one range found by two binary searches. */
+BLK__TEMPLATE void search(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord q,
+                          ranges *s) {
   int lo = 0, hi = d->div[a] - 1, last = -1, first = d->div[a];
-  while (lo <= hi) { /* last i with dglo(i) <= q */
+  while (lo <= hi) { /* last i with glo(i) <= q */
     int mid = lo + (hi - lo) / 2;
-    if (dglo(d, a, mid) <= q) {
+    if (ops->k->le(ops->glo(d, a, mid), q)) {
       last = mid;
       lo = mid + 1;
     } else {
@@ -724,9 +846,9 @@ static void dsearch(const blk_decomposer *d, int a, int64_t q, ranges *s) {
   }
   lo = 0;
   hi = d->div[a] - 1;
-  while (lo <= hi) { /* first i with dghi(i) >= q */
+  while (lo <= hi) { /* first i with ghi(i) >= q */
     int mid = lo + (hi - lo) / 2;
-    if (dghi(d, a, mid) >= q) {
+    if (ops->k->le(q, ops->ghi(d, a, mid))) {
       first = mid;
       hi = mid - 1;
     } else {
@@ -736,91 +858,18 @@ static void dsearch(const blk_decomposer *d, int a, int64_t q, ranges *s) {
   ranges_add(s, first, last);
 }
 
-static void csearch(const blk_decomposer *d, int a, double q, ranges *s) {
-  int lo = 0, hi = d->div[a] - 1, last = -1, first = d->div[a];
-  while (lo <= hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (cglo(d, a, mid) <= q) {
-      last = mid;
-      lo = mid + 1;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  lo = 0;
-  hi = d->div[a] - 1;
-  while (lo <= hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (cghi(d, a, mid) >= q) {
-      first = mid;
-      hi = mid - 1;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  ranges_add(s, first, last);
-}
-
-/* The blocks along discrete axis a whose ghosted interval holds p or, on a
- * wrapped axis, one of its images. Returns 0 if there are none. */
-static int daxis(const blk_decomposer *d, int a, int64_t p, ranges *s) {
-  int64_t min = d->domain.min[a], max = d->domain.max[a];
-  uint64_t span = d->span[a], o;
+/* The blocks along axis a whose ghosted interval holds p or, on a wrapped
+ * axis, one of its images. Returns 0 if there are none. */
+BLK__TEMPLATE int axis_blocks(const blk_decomposer *d, const grid_ops *ops, int a, blk__coord p,
+                              ranges *s) {
+  blk__coord q[3];
+  int n = ops->images(d, a, p, q);
   s->n = 0;
-  if (p >= min && p <= max) {
-    o = (uint64_t)p - (uint64_t)min;
-  } else if (!d->wrap[a]) {
-    return 0;
-  } else { /* span < UINT64_MAX here: a full-range axis holds every p */
-    uint64_t n = span + 1;
-    if (p > max) {
-      o = ((uint64_t)p - (uint64_t)min) % n;
-    } else {
-      uint64_t m = ((uint64_t)min - (uint64_t)p) % n;
-      o = m == 0 ? 0 : n - m;
-    }
-  }
-  uint64_t g = (uint64_t)d->ghosts[a];
-  if (d->wrap[a] && g > span) { /* ghosts >= n cells: every block sees every cell */
+  if (n == EVERY_BLOCK) {
     ranges_add(s, 0, d->div[a] - 1);
     return 1;
   }
-  dsearch(d, a, add_off(min, o), s);
-  if (d->wrap[a]) {
-    if (o > span - g) /* the image p - n reaches the ghosts above min - g */
-      dsearch(d, a, (min - d->ghosts[a]) + (int64_t)(o - (span - g) - 1), s);
-    if (o < g) /* the image p + n */
-      dsearch(d, a, (max + d->ghosts[a]) - (int64_t)(g - 1 - o), s);
-  }
-  ranges_merge(s);
-  return s->n > 0;
-}
-
-static int caxis(const blk_decomposer *d, int a, double p, ranges *s) {
-  double min = d->cdomain.min[a], max = d->cdomain.max[a], len = d->len[a];
-  s->n = 0;
-  if (isnan(p)) return 0;
-  if (!(p >= min && p <= max)) {
-    if (!d->wrap[a]) return 0;
-    if (len > 0) {
-      double o = fmod(p - min, len);
-      if (isnan(o)) return 0; /* p infinite, or p - min overflowed */
-      if (o < 0) o += len;
-      p = min + o;
-      if (p > max) p = max;
-    } else {
-      p = min;
-    }
-  }
-  if (d->wrap[a] && d->width[a] >= len) { /* ghosts at least a period wide */
-    ranges_add(s, 0, d->div[a] - 1);
-    return 1;
-  }
-  csearch(d, a, p, s);
-  if (d->wrap[a]) {
-    csearch(d, a, p - len, s);
-    csearch(d, a, p + len, s);
-  }
+  for (int j = 0; j < n; j++) search(d, ops, a, q[j], s);
   ranges_merge(s);
   return s->n > 0;
 }
@@ -860,32 +909,22 @@ static int emit(const blk_decomposer *d, const ranges *s, int *gids, int max) {
   return count;
 }
 
-static int check_gids_args(const blk_decomposer *d, const void *pt, const int *gids, int max,
-                           int want_continuous, const char *what) {
-  if (!d || !pt) return blk__fail(BLK_EINVAL, "decomposer: %s with a NULL argument", what);
-  if (d->continuous != want_continuous)
-    return blk__fail(BLK_EINVAL, "decomposer: %s asked of a %s decomposer", what,
-                     d->continuous ? "continuous" : "discrete");
+BLK__TEMPLATE int point_blocks(const blk_decomposer *d, const grid_ops *ops, const void *pt,
+                               int *gids, int max, const char *what) {
+  if (!is_kind(d, ops) || !pt) return call_error(d, ops, what, "point");
   if (max < 0) return blk__fail(BLK_EINVAL, "decomposer: %s: max = %d is negative", what, max);
   if (max > 0 && !gids)
     return blk__fail(BLK_EINVAL, "decomposer: %s: gids is NULL but max = %d", what, max);
-  return 0;
+  ranges s[BLK_MAX_DIM];
+  for (int a = 0; a < d->dim; a++)
+    if (!axis_blocks(d, ops, a, ops->k->get(pt, a), &s[a])) return 0;
+  return emit(d, s, gids, max);
 }
 
 int blk_decomposer_point_to_gids(const blk_decomposer *d, const int64_t *pt, int *gids, int max) {
-  int rc = check_gids_args(d, pt, gids, max, 0, "point_to_gids");
-  if (rc) return rc;
-  ranges s[BLK_MAX_DIM];
-  for (int a = 0; a < d->dim; a++)
-    if (!daxis(d, a, pt[a], &s[a])) return 0;
-  return emit(d, s, gids, max);
+  return point_blocks(d, &discrete_ops, pt, gids, max, "point_to_gids");
 }
 
 int blk_decomposer_cpoint_to_gids(const blk_decomposer *d, const double *pt, int *gids, int max) {
-  int rc = check_gids_args(d, pt, gids, max, 1, "cpoint_to_gids");
-  if (rc) return rc;
-  ranges s[BLK_MAX_DIM];
-  for (int a = 0; a < d->dim; a++)
-    if (!caxis(d, a, pt[a], &s[a])) return 0;
-  return emit(d, s, gids, max);
+  return point_blocks(d, &continuous_ops, pt, gids, max, "cpoint_to_gids");
 }

@@ -48,7 +48,7 @@ int blk_decomposer_links(const blk_decomposer *d, const blk_assigner *a, int gid
     return blk__fail(BLK_EINVAL, "links: the assigner has %d blocks, the decomposer %d",
                      blk_assigner_nblocks(a), nblocks);
   if (gid < 0 || gid >= nblocks)
-    return blk__fail(BLK_EINVAL, "links: gid %d is outside 0..%d", gid, nblocks - 1);
+    return blk__fail(BLK_ENOTFOUND, "links: gid %d is outside 0..%d", gid, nblocks - 1);
 
   int dim = blk_decomposer_dim(d), continuous = blk_decomposer_is_continuous(d);
   int div[BLK_MAX_DIM], c[BLK_MAX_DIM];
@@ -84,14 +84,22 @@ fail:
   return rc;
 }
 
+void blk_links_free(blk_link *links) {
+  free(links);
+}
+
 int blk_link_find_reverse(const blk_link *links, int count, int src_gid, const int *src_dir,
                           int dim) {
-  if (!links || !src_dir || dim < 0 || dim > BLK_MAX_DIM) return -1;
+  if ((!links && count > 0) || count < 0 || !src_dir)
+    return blk__fail(BLK_EINVAL, "links: find_reverse with a NULL argument or count = %d", count);
+  if (dim < 0 || dim > BLK_MAX_DIM)
+    return blk__fail(BLK_EINVAL, "links: find_reverse: dim = %d is outside 0..%d", dim,
+                     BLK_MAX_DIM);
   for (int i = 0; i < count; i++) {
     if (links[i].gid != src_gid) continue;
     int a = 0;
     while (a < dim && links[i].dir[a] == -src_dir[a]) a++;
     if (a == dim) return i;
   }
-  return -1;
+  return BLK_ENOTFOUND; /* an answer, not a failure: no detail */
 }

@@ -342,10 +342,10 @@ static void create_blocks(blk_master *m, const blk_decomposer *d, const blk_assi
         break;
       }
     }
-    free(links);
+    blk_links_free(links);
     links = NULL;
   }
-  free(links);
+  blk_links_free(links);
   free(gids);
 }
 

@@ -28,14 +28,14 @@
  * Constants: the first 64 bits of the fractional parts of the square roots
  * of the primes 2..19 (nothing hidden in them); all are odd.
  *
- * Invariants: reads are done with memcpy (any alignment) and in
- * little-endian order, so the value does not depend on the platform.
+ * Invariants: words are read with le64.h (any alignment, little-endian
+ * order), so the value does not depend on the platform.
  * Cost: one pass over the data, two multiplies per 8 bytes in the bulk.
  * Locking: none; a pure function.
  */
 #include "storage/checksum.h"
 
-#include <string.h>
+#include "base/le64.h"
 
 #define SQRT2 UINT64_C(0x6A09E667F3BCC909)
 #define SQRT3 UINT64_C(0xBB67AE8584CAA73B)
@@ -55,16 +55,6 @@
 
 static inline uint64_t rotl(uint64_t x, unsigned r) {
   return (x << r) | (x >> (64u - r));
-}
-
-static inline uint64_t read64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
 }
 
 static inline uint64_t lane(uint64_t a, uint64_t v) {
@@ -92,10 +82,10 @@ uint64_t blk__checksum(const void *data, size_t n, uint64_t seed) {
   if (rem >= 32) {
     uint64_t a0 = seed ^ SQRT17, a1 = seed ^ SQRT19, a2 = seed ^ SQRT7, a3 = seed ^ SQRT11;
     do {
-      a0 = lane(a0, read64(p));
-      a1 = lane(a1, read64(p + 8));
-      a2 = lane(a2, read64(p + 16));
-      a3 = lane(a3, read64(p + 24));
+      a0 = lane(a0, blk__load_le64(p));
+      a1 = lane(a1, blk__load_le64(p + 8));
+      a2 = lane(a2, blk__load_le64(p + 16));
+      a3 = lane(a3, blk__load_le64(p + 24));
       p += 32;
       rem -= 32;
     } while (rem >= 32);
@@ -104,7 +94,7 @@ uint64_t blk__checksum(const void *data, size_t n, uint64_t seed) {
     h = absorb(h, a2);
     h = absorb(h, a3);
   }
-  for (; rem >= 8; p += 8, rem -= 8) h = absorb(h, read64(p));
+  for (; rem >= 8; p += 8, rem -= 8) h = absorb(h, blk__load_le64(p));
   if (rem > 0) {
     uint64_t v = 0;
     for (size_t i = 0; i < rem; i++) v |= (uint64_t)p[i] << (8u * i);

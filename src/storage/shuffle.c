@@ -15,8 +15,8 @@
  * one core against 2.5-3.5 GB/s for a byte-at-a-time loop (measured
  * here, docs/compression.md). Fewer than 8 remaining elements go byte by
  * byte. Other sizes go plane by plane: one sequential and one strided
- * stream. Loads and stores are little-endian so the word tricks hold on
- * every platform.
+ * stream. Loads and stores are little-endian (le64.h) so the word tricks
+ * hold on every platform.
  *
  * Cost: reads and writes every byte once. Locking: none.
  */
@@ -25,25 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Little-endian 64-bit load and store: byte k of memory is bits 8k..8k+7 of
- * the value on every platform, which the word transposes below rely on. */
-static inline uint64_t load64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
-}
-
-static inline void store64(unsigned char *p, uint64_t v) {
-#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
-    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  memcpy(p, &v, sizeof v);
-}
+#include "base/le64.h"
 
 /* Exchanges the bit groups of `a` selected by mask << sh with those of `b`
  * selected by mask (a delta swap). An involution. */
@@ -104,12 +86,13 @@ static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict 
   size_t i = 0;
   for (; i + 8 <= m; i += 8) {
     const unsigned char *s = src + 4 * i;
-    uint64_t a = load64(s), b = load64(s + 8), c = load64(s + 16), d = load64(s + 24);
+    uint64_t a = blk__load_le64(s), b = blk__load_le64(s + 8);
+    uint64_t c = blk__load_le64(s + 16), d = blk__load_le64(s + 24);
     TRANSPOSE4(a, b, c, d);
-    store64(dst + i, a);
-    store64(dst + m + i, c);
-    store64(dst + 2 * m + i, b);
-    store64(dst + 3 * m + i, d);
+    blk__store_le64(dst + i, a);
+    blk__store_le64(dst + m + i, c);
+    blk__store_le64(dst + 2 * m + i, b);
+    blk__store_le64(dst + 3 * m + i, d);
   }
   for (; i < m; i++)
     for (size_t j = 0; j < 4; j++) dst[j * m + i] = src[4 * i + j];
@@ -118,14 +101,14 @@ static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict 
 static void unshuffle4(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
   size_t i = 0;
   for (; i + 8 <= m; i += 8) {
-    uint64_t a = load64(src + i), c = load64(src + m + i);
-    uint64_t b = load64(src + 2 * m + i), d = load64(src + 3 * m + i);
+    uint64_t a = blk__load_le64(src + i), c = blk__load_le64(src + m + i);
+    uint64_t b = blk__load_le64(src + 2 * m + i), d = blk__load_le64(src + 3 * m + i);
     UNTRANSPOSE4(a, b, c, d);
     unsigned char *o = dst + 4 * i;
-    store64(o, a);
-    store64(o + 8, b);
-    store64(o + 16, c);
-    store64(o + 24, d);
+    blk__store_le64(o, a);
+    blk__store_le64(o + 8, b);
+    blk__store_le64(o + 16, c);
+    blk__store_le64(o + 24, d);
   }
   for (; i < m; i++)
     for (size_t j = 0; j < 4; j++) dst[4 * i + j] = src[j * m + i];
@@ -135,18 +118,20 @@ static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict 
   size_t i = 0;
   for (; i + 8 <= m; i += 8) {
     const unsigned char *s = src + 8 * i;
-    uint64_t w0 = load64(s), w1 = load64(s + 8), w2 = load64(s + 16), w3 = load64(s + 24);
-    uint64_t w4 = load64(s + 32), w5 = load64(s + 40), w6 = load64(s + 48), w7 = load64(s + 56);
+    uint64_t w0 = blk__load_le64(s), w1 = blk__load_le64(s + 8);
+    uint64_t w2 = blk__load_le64(s + 16), w3 = blk__load_le64(s + 24);
+    uint64_t w4 = blk__load_le64(s + 32), w5 = blk__load_le64(s + 40);
+    uint64_t w6 = blk__load_le64(s + 48), w7 = blk__load_le64(s + 56);
     TRANSPOSE8(w0, w1, w2, w3, w4, w5, w6, w7);
     unsigned char *d = dst + i;
-    store64(d, w0);
-    store64(d + m, w1);
-    store64(d + 2 * m, w2);
-    store64(d + 3 * m, w3);
-    store64(d + 4 * m, w4);
-    store64(d + 5 * m, w5);
-    store64(d + 6 * m, w6);
-    store64(d + 7 * m, w7);
+    blk__store_le64(d, w0);
+    blk__store_le64(d + m, w1);
+    blk__store_le64(d + 2 * m, w2);
+    blk__store_le64(d + 3 * m, w3);
+    blk__store_le64(d + 4 * m, w4);
+    blk__store_le64(d + 5 * m, w5);
+    blk__store_le64(d + 6 * m, w6);
+    blk__store_le64(d + 7 * m, w7);
   }
   for (; i < m; i++)
     for (size_t j = 0; j < 8; j++) dst[j * m + i] = src[8 * i + j];
@@ -156,19 +141,20 @@ static void unshuffle8(unsigned char *restrict dst, const unsigned char *restric
   size_t i = 0;
   for (; i + 8 <= m; i += 8) {
     const unsigned char *s = src + i;
-    uint64_t w0 = load64(s), w1 = load64(s + m), w2 = load64(s + 2 * m), w3 = load64(s + 3 * m);
-    uint64_t w4 = load64(s + 4 * m), w5 = load64(s + 5 * m), w6 = load64(s + 6 * m);
-    uint64_t w7 = load64(s + 7 * m);
+    uint64_t w0 = blk__load_le64(s), w1 = blk__load_le64(s + m);
+    uint64_t w2 = blk__load_le64(s + 2 * m), w3 = blk__load_le64(s + 3 * m);
+    uint64_t w4 = blk__load_le64(s + 4 * m), w5 = blk__load_le64(s + 5 * m);
+    uint64_t w6 = blk__load_le64(s + 6 * m), w7 = blk__load_le64(s + 7 * m);
     TRANSPOSE8(w0, w1, w2, w3, w4, w5, w6, w7);
     unsigned char *d = dst + 8 * i;
-    store64(d, w0);
-    store64(d + 8, w1);
-    store64(d + 16, w2);
-    store64(d + 24, w3);
-    store64(d + 32, w4);
-    store64(d + 40, w5);
-    store64(d + 48, w6);
-    store64(d + 56, w7);
+    blk__store_le64(d, w0);
+    blk__store_le64(d + 8, w1);
+    blk__store_le64(d + 16, w2);
+    blk__store_le64(d + 24, w3);
+    blk__store_le64(d + 32, w4);
+    blk__store_le64(d + 40, w5);
+    blk__store_le64(d + 48, w6);
+    blk__store_le64(d + 56, w7);
   }
   for (; i < m; i++)
     for (size_t j = 0; j < 8; j++) dst[8 * i + j] = src[j * m + i];

@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     int nlinks;
     CHECK_OK(blk_decomposer_links(d, a, gids[i], &links, &nlinks));
     CHECK_OK(blk_master_add(m, gids[i], NULL, links, nlinks));
-    free(links);
+    blk_links_free(links);
   }
   double t0 = MPI_Wtime();
   CHECK_OK(blk_master_foreach(m, send_big, NULL));

@@ -127,12 +127,20 @@ static void test_errors(void) {
   CHECK_ERR(blk_assigner_create_round_robin(NULL, 3, 5), BLK_EINVAL, "NULL");
   CHECK_OK(blk_assigner_create_round_robin(&a, 3, 5));
   int gids[4];
-  CHECK_ERR(blk_assigner_rank(a, 5), -1, "gid 5 is outside 0..4");
-  CHECK_ERR(blk_assigner_rank(a, -1), -1, "gid -1");
-  CHECK_ERR(blk_assigner_local_count(a, 3), BLK_EINVAL, "rank 3 is outside 0..2");
-  CHECK_ERR(blk_assigner_local_gids(a, -1, gids, 4), BLK_EINVAL, "rank -1");
+  /* No such block or rank: BLK_ENOTFOUND. Called wrong: BLK_EINVAL, which
+   * wins when a call is both. */
+  CHECK_ERR(blk_assigner_rank(a, 5), BLK_ENOTFOUND, "gid 5 is outside 0..4");
+  CHECK_ERR(blk_assigner_rank(a, -1), BLK_ENOTFOUND, "gid -1");
+  CHECK_ERR(blk_assigner_rank(NULL, 0), BLK_EINVAL, "NULL assigner");
+  CHECK_ERR(blk_assigner_local_count(a, 3), BLK_ENOTFOUND, "rank 3 is outside 0..2");
+  CHECK_ERR(blk_assigner_local_count(NULL, 0), BLK_EINVAL, "NULL assigner");
+  CHECK_ERR(blk_assigner_local_gids(a, -1, gids, 4), BLK_ENOTFOUND, "rank -1");
   CHECK_ERR(blk_assigner_local_gids(a, 0, gids, -1), BLK_EINVAL, "max = -1");
   CHECK_ERR(blk_assigner_local_gids(a, 0, NULL, 2), BLK_EINVAL, "gids is NULL");
+  CHECK_ERR(blk_assigner_local_gids(a, 7, gids, -1), BLK_EINVAL, "max = -1");
+  CHECK_ERR(blk_assigner_local_gids(NULL, 0, gids, 4), BLK_EINVAL, "NULL assigner");
+  for (int g = -2; g < 8; g++) /* every gid in range has a rank; none outside */
+    CHECK_EQ_INT(blk_assigner_rank(a, g), g >= 0 && g < 5 ? g % 3 : BLK_ENOTFOUND);
   blk_assigner_destroy(a);
   blk_assigner_destroy(NULL);
 }

@@ -73,7 +73,7 @@ static void test_split_1d(void) {
             }
           int inside = x >= lo && x <= hi;
           if (inside) CHECK(share ? (owners == 1 || owners == 2) : owners == 1);
-          CHECK_EQ_INT(blk_decomposer_point_to_gid(dec, &x), inside ? best : -1);
+          CHECK_EQ_INT(blk_decomposer_point_to_gid(dec, &x), inside ? best : BLK_ENOTFOUND);
         }
         blk_decomposer_destroy(dec);
       }
@@ -155,7 +155,7 @@ static void test_hand_1d(void) {
   CHECK_EQ_INT(blk_decomposer_point_to_gids(d, &x, gids, 3), 2);
   CHECK_EQ_INT(gids[0], 0);
   CHECK_EQ_INT(gids[1], 1);
-  CHECK_EQ_INT(blk_decomposer_point_to_gid(d, &x), -1); /* owner lookups do not wrap */
+  CHECK_EQ_INT(blk_decomposer_point_to_gid(d, &x), BLK_ENOTFOUND); /* owner lookups do not wrap */
   blk_decomposer_destroy(d);
 }
 
@@ -336,7 +336,7 @@ static void check_lookups(const blk_decomposer *d, const blk_bounds *dom) {
   load_bounds(d);
   do {
     int inside = blk_bounds_contains(dom, pt);
-    CHECK_EQ_INT(blk_decomposer_point_to_gid(d, pt), inside ? scan_owner(d, pt) : -1);
+    CHECK_EQ_INT(blk_decomposer_point_to_gid(d, pt), inside ? scan_owner(d, pt) : BLK_ENOTFOUND);
     int n = scan_ghosted(d, dom, pt, ref);
     int m = blk_decomposer_point_to_gids(d, pt, got, MAXB);
     CHECK_MSG(n == m, "point (%lld, %lld, %lld): %d gids, expected %d", (long long)pt[0],
@@ -433,7 +433,7 @@ static void check_clookups(const blk_decomposer *d, const blk_cbounds *dom, doub
       }
       if (in) ref[n++] = g;
     }
-    CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, pt), inside ? owner : -1);
+    CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, pt), inside ? owner : BLK_ENOTFOUND);
     int m = blk_decomposer_cpoint_to_gids(d, pt, got, MAXB);
     CHECK_MSG(m == n, "point (%g, %g): %d gids, expected %d", pt[0], dim > 1 ? pt[1] : 0.0, m, n);
     for (int i = 0; i < n; i++) CHECK_EQ_INT(got[i], ref[i]);
@@ -523,7 +523,40 @@ static void test_continuous_faces(void) {
       CHECK(prev == doms[k][1]);
       CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &doms[k][1]), nb - 1);
       double past = doms[k][1] + fabs(doms[k][1]) * 1e-15 + 1e-300;
-      CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &past), -1);
+      CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &past), BLK_ENOTFOUND);
+      blk_decomposer_destroy(d);
+    }
+}
+
+/* Owner lookups on axes of extreme lengths, where a guess of the form
+ * (x - min) * blocks / length would overflow or lose all precision: a few
+ * subnormal steps long, one normal step at DBL_MIN, and almost the whole
+ * double range. Each nonempty block's first point and the last point before
+ * its end must map to it; the blocks come from block_cbounds. */
+static void test_continuous_extremes(void) {
+  double doms[][2] = {{0, 1000 * DBL_TRUE_MIN},
+                      {-7 * DBL_TRUE_MIN, 5 * DBL_TRUE_MIN},
+                      {0, DBL_MIN},
+                      {1e-300, 3e-300},
+                      {-8e307, 8e307},
+                      {1, 1 + 64 * DBL_EPSILON}};
+  int counts[] = {1, 2, 7, 60, 1000, 65537};
+  for (size_t k = 0; k < sizeof doms / sizeof doms[0]; k++)
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+      int nb = counts[c];
+      blk_cbounds dom = cbox(1, &doms[k][0], &doms[k][1]);
+      blk_decomposer *d = NULL;
+      CHECK_OK(blk_decomposer_create_continuous(&d, &dom, nb, NULL));
+      for (int g = 0; g<nb; g += nb> 1000 ? 97 : 1) {
+        blk_cbounds co;
+        CHECK_OK(blk_decomposer_block_cbounds(d, g, &co, NULL));
+        if (!(co.min[0] < co.max[0])) continue; /* empty: more blocks than doubles */
+        double below = prev_double(co.max[0]);
+        CHECK_MSG(blk_decomposer_cpoint_to_gid(d, &co.min[0]) == g, "dom %zu nb %d block %d", k, nb,
+                  g);
+        CHECK_MSG(blk_decomposer_cpoint_to_gid(d, &below) == g, "dom %zu nb %d block %d", k, nb, g);
+      }
+      CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &doms[k][1]), nb - 1);
       blk_decomposer_destroy(d);
     }
 }
@@ -545,11 +578,12 @@ static void test_hand_continuous(void) {
     CHECK_NEAR(gh.min[0], g == 0 ? 0 : from[g] - 0.125, 0);
     CHECK_NEAR(gh.max[0], g == 3 ? 1 : from[g + 1] + 0.125, 0);
   }
+  enum { NONE = BLK_ENOTFOUND };
   struct {
     double p;
     int gid;
-  } pts[] = {{0, 0},   {-0.0, 0},   {0.2499, 0},     {0.25, 1}, {0.5, 2},      {0.9, 3},
-             {1.0, 3}, {-1e-9, -1}, {1.0000001, -1}, {NAN, -1}, {INFINITY, -1}};
+  } pts[] = {{0, 0},   {-0.0, 0},     {0.2499, 0},       {0.25, 1},   {0.5, 2},        {0.9, 3},
+             {1.0, 3}, {-1e-9, NONE}, {1.0000001, NONE}, {NAN, NONE}, {INFINITY, NONE}};
   for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++)
     CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &pts[i].p), pts[i].gid);
   int gids[4];
@@ -575,7 +609,7 @@ static void test_hand_continuous(void) {
   CHECK_EQ_INT(gids[1], 3);
   p = 3.0625; /* an image of 0.0625 */
   CHECK_EQ_INT(blk_decomposer_cpoint_to_gids(d, &p, gids, 4), 2);
-  CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &p), -1);
+  CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(d, &p), BLK_ENOTFOUND);
   p = INFINITY;
   CHECK_EQ_INT(blk_decomposer_cpoint_to_gids(d, &p, gids, 4), 0);
   blk_decomposer_destroy(d);
@@ -629,16 +663,31 @@ static void test_coords_4d(void) {
         }
   for (int g = 0; g < 120; g++) CHECK_EQ_INT(seen[g], 1);
   int bad[4] = {3, 0, 0, 0}, neg[4] = {0, -1, 0, 0}, out[4];
-  CHECK_EQ_INT(blk_decomposer_coords_to_gid(d, bad), -1);
-  CHECK_EQ_INT(blk_decomposer_coords_to_gid(d, neg), -1);
+  CHECK_EQ_INT(blk_decomposer_coords_to_gid(d, bad), BLK_ENOTFOUND);
+  CHECK_EQ_INT(blk_decomposer_coords_to_gid(d, neg), BLK_ENOTFOUND);
   blk_decomposer_gid_to_coords(d, 120, out);
   for (int a = 0; a < 4; a++) CHECK_EQ_INT(out[a], -1);
   blk_decomposer_gid_to_coords(d, -1, out);
   CHECK_EQ_INT(out[3], -1);
   blk_decomposer_config got;
   blk_decomposer_get_config(d, &got);
+  CHECK_EQ_INT(got.version, BLK_DECOMPOSER_CONFIG_VERSION);
   CHECK_EQ_INT(got.divisions[3], 5);
   CHECK_EQ_INT(got.divisions[4], 0);
+  /* A config the decomposer handed back is good input; one cleared by hand
+   * (version 0) or from an unknown layout is refused, naming the version. */
+  blk_decomposer *again = NULL;
+  CHECK_OK(blk_decomposer_create(&again, &dom, 120, &got));
+  blk_decomposer_destroy(again);
+  blk_decomposer_config cleared;
+  memset(&cleared, 0, sizeof cleared);
+  CHECK_ERR(blk_decomposer_create(&again, &dom, 120, &cleared), BLK_EINVAL, "version 0");
+  CHECK(again == NULL);
+  CHECK_OK(blk_decomposer_config_init(&cleared, BLK_DECOMPOSER_CONFIG_VERSION));
+  CHECK_EQ_INT(cleared.version, BLK_DECOMPOSER_CONFIG_VERSION);
+  CHECK_EQ_INT(cleared.divisions[0], 0);
+  CHECK_ERR(blk_decomposer_config_init(&cleared, 2), BLK_EINVAL, "version 2");
+  CHECK_ERR(blk_decomposer_config_init(NULL, 1), BLK_EINVAL, "NULL");
   blk_bounds dd;
   CHECK_OK(blk_decomposer_domain(d, &dd));
   CHECK_EQ_INT(dd.max[3], 9);
@@ -929,15 +978,16 @@ static void test_errors(void) {
   CHECK_OK(blk_decomposer_create_continuous(&cd, &cdom, 4, NULL));
   blk_bounds bb;
   blk_cbounds cb;
-  CHECK_ERR(blk_decomposer_block_bounds(dd, 12, &bb, NULL), BLK_EINVAL, "gid 12 is outside 0..11");
-  CHECK_ERR(blk_decomposer_block_bounds(dd, -1, &bb, NULL), BLK_EINVAL, "gid -1");
+  CHECK_ERR(blk_decomposer_block_bounds(dd, 12, &bb, NULL), BLK_ENOTFOUND,
+            "gid 12 is outside 0..11");
+  CHECK_ERR(blk_decomposer_block_bounds(dd, -1, &bb, NULL), BLK_ENOTFOUND, "gid -1");
   CHECK_ERR(blk_decomposer_block_bounds(cd, 0, &bb, NULL), BLK_EINVAL, "continuous decomposer");
   CHECK_ERR(blk_decomposer_block_cbounds(dd, 0, &cb, NULL), BLK_EINVAL, "discrete decomposer");
   int64_t ip[2] = {1, 1};
   double fp[2] = {0.5, 0.5};
   int gids[4];
-  CHECK_ERR(blk_decomposer_point_to_gid(cd, ip), -1, "continuous decomposer");
-  CHECK_ERR(blk_decomposer_cpoint_to_gid(dd, fp), -1, "discrete decomposer");
+  CHECK_ERR(blk_decomposer_point_to_gid(cd, ip), BLK_EINVAL, "continuous decomposer");
+  CHECK_ERR(blk_decomposer_cpoint_to_gid(dd, fp), BLK_EINVAL, "discrete decomposer");
   CHECK_ERR(blk_decomposer_point_to_gids(cd, ip, gids, 4), BLK_EINVAL, "continuous");
   CHECK_ERR(blk_decomposer_cpoint_to_gids(dd, fp, gids, 4), BLK_EINVAL, "discrete");
   CHECK_ERR(blk_decomposer_point_to_gids(dd, ip, gids, -1), BLK_EINVAL, "max = -1");
@@ -950,6 +1000,98 @@ static void test_errors(void) {
   blk_decomposer_destroy(NULL);
 }
 
+/* Sets a detail that test_not_found expects a missed lookup to leave alone. */
+static void set_known_detail(void) {
+  blk_bounds dom;
+  CHECK_ERR(blk_decomposer_domain(NULL, &dom), BLK_EINVAL, "domain of a NULL decomposer");
+}
+
+/* A lookup's gid g for a point inside its domain or not: a hit must lie in
+ * the core of the block it names (in_core), a miss must be BLK_ENOTFOUND and
+ * leave the detail as set_known_detail left it. */
+static void check_lookup(int g, int inside, int in_core) {
+  if (inside) {
+    CHECK_MSG(in_core, "gid %d does not hold the point", g);
+  } else {
+    CHECK_EQ_INT(g, BLK_ENOTFOUND);
+    CHECK(strstr(blk_last_error(), "domain of a NULL decomposer") != NULL);
+  }
+}
+
+/* "No such block" and "called wrong" come back as different codes: a point
+ * outside the domain (or NaN), a gid or coordinates outside the grid give
+ * BLK_ENOTFOUND; NULL arguments and the query of the other kind give
+ * BLK_EINVAL. A missed point or coordinate lookup leaves the detail as it was
+ * (documented: a miss costs what a hit does). Each miss is checked against
+ * the domain by hand, each hit against the block's own bounds. */
+static void test_not_found(void) {
+  int64_t lo[2] = {0, -5}, hi[2] = {9, 4};
+  double clo[2] = {-1, 0}, chi[2] = {1, 3};
+  blk_bounds dom = box(2, lo, hi);
+  blk_cbounds cdom = cbox(2, clo, chi);
+  blk_decomposer_config wrap = BLK_DECOMPOSER_CONFIG_INIT;
+  wrap.wrap[0] = 1; /* owner lookups do not wrap: a wrapped axis changes nothing here */
+  blk_decomposer *dd = NULL, *cd = NULL;
+  CHECK_OK(blk_decomposer_create(&dd, &dom, 6, &wrap));
+  CHECK_OK(blk_decomposer_create_continuous(&cd, &cdom, 6, &wrap));
+
+  /* Pairs of a cell and a point, each outside or inside its domain. */
+  int64_t ipts[][2] = {{-1, 0}, {10, 0}, {0, -6}, {0, 5}, {INT64_MIN, INT64_MAX},
+                       {3, 99}, {4, 0},  {0, -5}, {9, 4}};
+  double cpts[][2] = {{-1.5, 1}, {1.0000001, 1}, {0, -1e-300}, {0, 3.5}, {NAN, 1},
+                      {0, NAN},  {-INFINITY, 0}, {-1, 0},      {1, 3}};
+  for (size_t i = 0; i < sizeof ipts / sizeof ipts[0]; i++) {
+    const int64_t *ip = ipts[i];
+    const double *cp = cpts[i];
+    int in = ip[0] >= lo[0] && ip[0] <= hi[0] && ip[1] >= lo[1] && ip[1] <= hi[1];
+    int cin = cp[0] >= clo[0] && cp[0] <= chi[0] && cp[1] >= clo[1] && cp[1] <= chi[1]; /* NaN: 0 */
+    blk_bounds co;
+    blk_cbounds cco;
+    set_known_detail();
+    int g = blk_decomposer_point_to_gid(dd, ip);
+    check_lookup(
+        g, in,
+        g >= 0 && !blk_decomposer_block_bounds(dd, g, &co, NULL) && blk_bounds_contains(&co, ip));
+    g = blk_decomposer_cpoint_to_gid(cd, cp);
+    check_lookup(g, cin,
+                 g >= 0 && !blk_decomposer_block_cbounds(cd, g, &cco, NULL) &&
+                     blk_cbounds_contains(&cco, cp));
+  }
+
+  /* Called wrong: BLK_EINVAL with a detail, even where the point is outside. */
+  int64_t iout[2] = {-1, 0};
+  double cout[2] = {5, 5};
+  CHECK_ERR(blk_decomposer_point_to_gid(NULL, iout), BLK_EINVAL, "NULL decomposer");
+  CHECK_ERR(blk_decomposer_point_to_gid(dd, NULL), BLK_EINVAL, "NULL point");
+  CHECK_ERR(blk_decomposer_point_to_gid(cd, iout), BLK_EINVAL, "continuous decomposer");
+  CHECK_ERR(blk_decomposer_cpoint_to_gid(NULL, cout), BLK_EINVAL, "NULL decomposer");
+  CHECK_ERR(blk_decomposer_cpoint_to_gid(cd, NULL), BLK_EINVAL, "NULL point");
+  CHECK_ERR(blk_decomposer_cpoint_to_gid(dd, cout), BLK_EINVAL, "discrete decomposer");
+
+  /* Grid coordinates on and around the grid: on it, the gid by the formula
+   * in decomposer.h; off it, no block. */
+  int div[2];
+  blk_decomposer_divisions(dd, div);
+  CHECK(div[0] * div[1] == 6);
+  for (int c1 = -1; c1 <= div[1]; c1++)
+    for (int c0 = -1; c0 <= div[0]; c0++) {
+      int c[2] = {c0, c1};
+      int on_grid = c0 >= 0 && c0 < div[0] && c1 >= 0 && c1 < div[1];
+      CHECK_EQ_INT(blk_decomposer_coords_to_gid(dd, c), on_grid ? c0 + div[0] * c1 : BLK_ENOTFOUND);
+    }
+  int zero[2] = {0, 0};
+  CHECK_ERR(blk_decomposer_coords_to_gid(NULL, zero), BLK_EINVAL, "NULL");
+  CHECK_ERR(blk_decomposer_coords_to_gid(dd, NULL), BLK_EINVAL, "NULL");
+  blk_bounds bb;
+  blk_cbounds cb;
+  CHECK_ERR(blk_decomposer_block_bounds(dd, 6, &bb, NULL), BLK_ENOTFOUND, "gid 6 is outside 0..5");
+  CHECK_ERR(blk_decomposer_block_cbounds(cd, -2, &cb, NULL), BLK_ENOTFOUND, "gid -2");
+  CHECK_ERR(blk_decomposer_block_bounds(NULL, 0, &bb, NULL), BLK_EINVAL, "NULL decomposer");
+  CHECK_ERR(blk_decomposer_block_cbounds(dd, 99, &cb, NULL), BLK_EINVAL, "discrete decomposer");
+  blk_decomposer_destroy(dd);
+  blk_decomposer_destroy(cd);
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
   test_split_1d();
@@ -959,10 +1101,12 @@ int main(void) {
   test_lookups_continuous();
   test_hand_continuous();
   test_continuous_faces();
+  test_continuous_extremes();
   test_coords_4d();
   test_chosen_divisions();
   test_chosen_fit();
   test_errors();
+  test_not_found();
   test_huge();
   printf("test_decomposer: ok\n");
   return 0;

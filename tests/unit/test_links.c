@@ -39,7 +39,7 @@ static int link_count(const blk_decomposer *d, const blk_assigner *a, int gid) {
   blk_link *l = NULL;
   int n = -1;
   CHECK_OK(blk_decomposer_links(d, a, gid, &l, &n));
-  free(l);
+  blk_links_free(l);
   return n;
 }
 
@@ -135,7 +135,7 @@ static void check_all(const blk_decomposer *d, const blk_assigner *as) {
   int total_back = 0;
   for (int g = 0; g < nb; g++) total_back += counts[g];
   CHECK_EQ_INT(total, total_back);
-  for (int g = 0; g < nb; g++) free(links[g]);
+  for (int g = 0; g < nb; g++) blk_links_free(links[g]);
   free(links);
   free(counts);
 }
@@ -179,9 +179,14 @@ static void test_counts(void) {
   }
   int up[2] = {0, 1};
   CHECK_EQ_INT(blk_link_find_reverse(l, n, 1, up, 2), 1); /* 1 sent up; arrives from below */
-  CHECK_EQ_INT(blk_link_find_reverse(l, n, 1, c, 2), -1);
-  CHECK_EQ_INT(blk_link_find_reverse(NULL, n, 1, up, 2), -1);
-  free(l);
+  CHECK_EQ_INT(blk_link_find_reverse(l, n, 1, c, 2), BLK_ENOTFOUND);
+  CHECK_EQ_INT(blk_link_find_reverse(l, n, 3, up, 2), BLK_ENOTFOUND);    /* 3 is no neighbour */
+  CHECK_EQ_INT(blk_link_find_reverse(NULL, 0, 1, up, 2), BLK_ENOTFOUND); /* no links at all */
+  CHECK_ERR(blk_link_find_reverse(NULL, n, 1, up, 2), BLK_EINVAL, "NULL");
+  CHECK_ERR(blk_link_find_reverse(l, -1, 1, up, 2), BLK_EINVAL, "count = -1");
+  CHECK_ERR(blk_link_find_reverse(l, n, 1, NULL, 2), BLK_EINVAL, "NULL");
+  CHECK_ERR(blk_link_find_reverse(l, n, 1, up, BLK_MAX_DIM + 1), BLK_EINVAL, "dim = 9");
+  blk_links_free(l);
   check_all(d, as);
   blk_decomposer_destroy(d);
   blk_assigner_destroy(as);
@@ -218,7 +223,7 @@ static void test_wrap(void) {
   CHECK_EQ_INT(l[3].wrap[1], 0);
   CHECK_EQ_INT(l[4].gid, 5);
   CHECK_EQ_INT(l[4].wrap[0], 0);
-  free(l);
+  blk_links_free(l);
   c[0] = 3, c[1] = 0;
   CHECK_OK(blk_decomposer_links(d, as, blk_decomposer_coords_to_gid(d, c), &l, &n));
   CHECK_EQ_INT(n, 5); /* dy = -1 leaves the domain */
@@ -228,7 +233,7 @@ static void test_wrap(void) {
   CHECK_EQ_INT(l[1].wrap[0], 1);
   CHECK_EQ_INT(l[4].gid, 4);
   CHECK_EQ_INT(l[4].wrap[0], 1);
-  free(l);
+  blk_links_free(l);
   check_all(d, as);
   blk_decomposer_destroy(d);
 
@@ -277,7 +282,7 @@ static void test_degenerate(void) {
   /* What block 0 sends along +1 arrives on its -1 link. */
   int plus = 1;
   CHECK_EQ_INT(blk_link_find_reverse(l, n, 0, &plus, 1), 0);
-  free(l);
+  blk_links_free(l);
   check_all(d, as);
   blk_decomposer_destroy(d);
 
@@ -302,7 +307,7 @@ static void test_degenerate(void) {
   CHECK_EQ_INT(l[1].gid, 1);
   CHECK_EQ_INT(l[1].wrap[0], 0);
   CHECK_EQ_INT(l[1].rank, 1);
-  free(l);
+  blk_links_free(l);
   check_all(d, as);
   blk_decomposer_destroy(d);
   blk_assigner_destroy(as);
@@ -317,7 +322,7 @@ static void test_degenerate(void) {
   int self = 0;
   for (int i = 0; i < n; i++) self += l[i].gid == 0;
   CHECK_EQ_INT(self, 2); /* (-1, 0) and (+1, 0) */
-  free(l);
+  blk_links_free(l);
   check_all(d, as);
   blk_decomposer_destroy(d);
   blk_assigner_destroy(as);
@@ -359,7 +364,7 @@ static void test_continuous(void) {
     CHECK_EQ_INT(l[i].bounds.dim, 0);
     CHECK_EQ_INT(l[i].gid, 1 + l[i].dir[0]);
   }
-  free(l);
+  blk_links_free(l);
   blk_decomposer_destroy(d);
   blk_assigner_destroy(as);
 }
@@ -373,14 +378,16 @@ static void test_errors(void) {
   CHECK_OK(blk_assigner_create_contiguous(&wrong, 2, 13));
   blk_link *l = &poison;
   int n = 99;
-  CHECK_ERR(blk_decomposer_links(d, as, 12, &l, &n), BLK_EINVAL, "gid 12 is outside 0..11");
+  CHECK_ERR(blk_decomposer_links(d, as, 12, &l, &n), BLK_ENOTFOUND, "gid 12 is outside 0..11");
   CHECK(l == NULL);
   CHECK_EQ_INT(n, 0);
-  CHECK_ERR(blk_decomposer_links(d, as, -1, &l, &n), BLK_EINVAL, "gid -1");
+  CHECK_ERR(blk_decomposer_links(d, as, -1, &l, &n), BLK_ENOTFOUND, "gid -1");
+  CHECK_ERR(blk_decomposer_links(d, wrong, 99, &l, &n), BLK_EINVAL, "13 blocks"); /* both */
   CHECK_ERR(blk_decomposer_links(d, wrong, 0, &l, &n), BLK_EINVAL,
             "the assigner has 13 blocks, the decomposer 12");
   CHECK_ERR(blk_decomposer_links(NULL, as, 0, &l, &n), BLK_EINVAL, "NULL");
   CHECK_ERR(blk_decomposer_links(d, as, 0, NULL, &n), BLK_EINVAL, "NULL");
+  blk_links_free(NULL); /* does nothing, like the destroys */
   blk_decomposer_destroy(d);
   blk_assigner_destroy(as);
   blk_assigner_destroy(wrong);
