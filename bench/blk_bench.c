@@ -306,16 +306,20 @@ static int count_call(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* By reference: blk reads the block's array in place until blk_all_to_all
+ * returns, as MPI_Alltoall reads its send buffer; nothing writes it meanwhile. */
 static int a2a_send(void *data, blk_proxy *p, void *user) {
   const bench *b = user;
   block *bl = data;
   for (int d = 0; d < b->nblocks; d++) {
-    int rc = blk_proxy_enqueue_gid(p, d, bl->data + (size_t)d * b->chunk, b->chunk);
+    int rc = blk_proxy_enqueue_ref_gid(p, d, bl->data + (size_t)d * b->chunk, b->chunk);
     if (rc) return rc;
   }
   return 0;
 }
 
+/* One copy per source, into the block's receive array (where MPI_Alltoall
+ * puts its result); the check reads that array after the timed calls. */
 static int a2a_receive(void *data, blk_proxy *p, void *user) {
   const bench *b = user;
   block *bl = data;

@@ -65,6 +65,7 @@ static inline int64_t point_hash(uint64_t id) {
 typedef struct point_block {
   point *pts;
   size_t n, cap;
+  point *sent; /* redistribute_a2a: sent by reference, kept until the call returns */
 } point_block;
 
 /* Room for n points (the first b->n are kept); 0 or BLK_ENOMEM. */
@@ -90,7 +91,10 @@ static inline void point_block_destroy(void *block, int gid, void *user) {
   (void)gid;
   (void)user;
   point_block *b = block;
-  if (b) free(b->pts);
+  if (b) {
+    free(b->pts);
+    free(b->sent);
+  }
   free(b);
 }
 

@@ -13,11 +13,33 @@
  * rounds. What a block carries per round is proportional to the messages it
  * holds, not to the number of blocks.
  *
+ * Without copies: send_fn may enqueue by reference (blk_proxy_enqueue_ref_gid:
+ * the bytes stay in the caller's memory, which must stay valid and
+ * unchanged until blk_all_to_all returns), and receive_fn may read its in
+ * queues in place (blk_proxy_dequeue_view, blk_proxy_dequeue_array_view):
+ * without a memory budget, a message that stays on one rank is then never
+ * copied by blk, and one that crosses ranks is copied once per round that
+ * crosses (packed into that round's message), besides MPI's own transfer.
+ * With several rounds, bytes enqueued by copy are copied once more, into
+ * one buffer per block, at the end of the send phase.
+ * With one round (n <= k, or n prime) nothing is packed: the message is sent
+ * as it was enqueued, so a by-reference send and an in-place receive copy
+ * no more than MPI_Alltoall does (MPI's transfer; a block's message to
+ * itself is not copied at all). Under a memory budget (blk_master_config's
+ * mem_blocks or mem_bytes) a reference cannot be spilled, so
+ * blk_proxy_enqueue_ref copies, and with several rounds every byte is
+ * copied once per round.
+ *
+ * In receive_fn an in queue may refer to bytes blk keeps elsewhere (another
+ * block's send queue, the caller's memory, a message from another rank);
+ * blk_proxy_incoming gives such a queue storage of its own first, with a
+ * copy, so its storage may still be taken with blk_buffer_swap (proxy.h).
+ *
  * Cost: R rounds (log_k n when n is a power of k; see partners.h for other
  * counts), in round e k_e - 1 messages per block (sent even when empty) plus
- * a hand-over to itself; every byte is copied R + 1 times: packed in the
- * first round, repacked in each forwarding round, and unpacked into the
- * receiver's queues.
+ * a hand-over to itself; the copies above. Memory without a budget: what
+ * send_fn enqueued by copy and what arrived from other ranks before the last
+ * round stay until the call returns.
  *
  * Threads and collectives as for blk_reduce.
  */
@@ -34,8 +56,9 @@ extern "C" {
 
 /* Runs send_fn on every block, moves what it enqueued, then runs receive_fn
  * on every block. In send_fn the proxy has no in queues and every gid of
- * 0..nblocks-1 is a valid destination for blk_proxy_enqueue_gid (the out
- * queues list the gids enqueued to so far). In receive_fn the in queues are
+ * 0..nblocks-1 is a valid destination for blk_proxy_enqueue_gid and
+ * blk_proxy_enqueue_ref_gid (the out queues list the gids enqueued to so
+ * far). In receive_fn the in queues are
  * the sources that sent a non-empty message, by gid; the round is the last.
  * Collective, with the same arguments on every rank.
  * Failure is as in blk_reduce: a block whose send phase fails (send_fn

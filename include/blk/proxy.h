@@ -70,11 +70,29 @@ int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n);
 /* Appends to the first out queue whose partner is gid. */
 int blk_proxy_enqueue_gid(blk_proxy *p, int gid, const void *data, size_t n);
 
+/* Appends the n bytes at data to out queue i by reference, without copying
+ * them, where the collective can carry a reference: in blk_all_to_all's send
+ * phase without a memory budget (all_to_all.h). The bytes are read while the
+ * collective runs, so the caller keeps them valid and unchanged until the
+ * collective call that ran this callback returns; they are the caller's
+ * again after that. Elsewhere (blk_master_foreach, blk_reduce, any
+ * collective under a memory budget, since a reference cannot be spilled)
+ * and when the queue already holds bytes, the bytes are copied now, as
+ * blk_proxy_enqueue does. A queue holds at most one reference: a later
+ * enqueue to it, or blk_proxy_outgoing, first copies the referenced bytes
+ * into the queue. Returns 0 or BLK_ENOMEM (the queue keeps the error). */
+int blk_proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n);
+
+/* blk_proxy_enqueue_ref to the first out queue whose partner is gid. */
+int blk_proxy_enqueue_ref_gid(blk_proxy *p, int gid, const void *data, size_t n);
+
 /* Appends count elements of elem_size bytes, preceded by their count, so the
  * receiver can read them with blk_proxy_dequeue_array*. */
 int blk_proxy_enqueue_array(blk_proxy *p, int i, const void *data, size_t elem_size, size_t count);
 
-/* The buffer behind out queue i, for serialising in place (blk_buffer_*). */
+/* The buffer behind out queue i, for serialising in place (blk_buffer_*).
+ * A reference it holds (blk_proxy_enqueue_ref) is copied into it first; with
+ * no memory for that copy the buffer is empty with its sticky error set. */
 blk_buffer *blk_proxy_outgoing(blk_proxy *p, int i);
 
 /* Reads the next n bytes of in queue i into data. Reading past the end
@@ -83,6 +101,12 @@ void blk_proxy_dequeue(blk_proxy *p, int i, void *data, size_t n);
 
 /* Reads from the first in queue whose partner is gid. */
 void blk_proxy_dequeue_gid(blk_proxy *p, int gid, void *data, size_t n);
+
+/* Points at the next n bytes of in queue i without copying them and moves
+ * past them: a receive view, valid during the callback, possibly unaligned
+ * (memcpy out of it). For n == 0 it is non-NULL. Reading past the end
+ * stops the job (see above). */
+const void *blk_proxy_dequeue_view(blk_proxy *p, int i, size_t n);
 
 /* Reads an array written by blk_proxy_enqueue_array into dst (room for
  * max_count elements) and returns its count; a count above max_count or a
@@ -97,7 +121,15 @@ size_t blk_proxy_dequeue_array_view(blk_proxy *p, int i, const void **data, size
 size_t blk_proxy_incoming_remaining(const blk_proxy *p, int i);
 
 /* The buffer behind in queue i, for reading in place (blk_buffer_read_*). A
- * callback may also take its storage with blk_buffer_swap. */
+ * callback may also take its storage with blk_buffer_swap. In
+ * blk_all_to_all's receive_fn an in queue may refer to bytes blk does not
+ * let go of (another block's send queue or the caller's memory, through
+ * blk_proxy_enqueue_ref): this call then first copies them, unread position
+ * included, into storage of the queue's own, so the contract holds; the
+ * reads of blk_proxy_dequeue*, blk_proxy_dequeue_view and
+ * blk_proxy_incoming_remaining never copy. With no memory for that copy the
+ * queue is returned empty with its sticky error set (BLK_ENOMEM), and the
+ * operation fails even if the callback returns 0. */
 blk_buffer *blk_proxy_incoming(blk_proxy *p, int i);
 
 /* Posts one value to an all-reduce over every block of every rank, in a

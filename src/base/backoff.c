@@ -24,3 +24,10 @@ void blk__backoff_idle(blk__backoff *b) {
   struct timespec ts = {0, ns};
   nanosleep(&ts, NULL);
 }
+
+void blk__backoff_poll(blk__backoff *b) {
+  if (++b->idle > SPIN_POLLS) {
+    b->idle = SPIN_POLLS; /* stays where idle yields */
+    sched_yield();
+  }
+}

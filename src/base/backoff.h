@@ -21,4 +21,9 @@ static inline void blk__backoff_reset(blk__backoff *b) {
 /* Called after a poll that found nothing. */
 void blk__backoff_idle(blk__backoff *b);
 
+/* The same while a large message is under way, whose bytes move only while
+ * MPI is polled: spins, then yields, but never sleeps (a sleep here costs at
+ * least 70 us, docs/performance.md), as MPI_Wait would. */
+void blk__backoff_poll(blk__backoff *b);
+
 #endif

@@ -139,6 +139,22 @@ int blk__buffer_cache_reserve(blk__buffer_cache *c, blk_buffer *b, size_t size) 
   return BLK_OK;
 }
 
+int blk__buffer_cache_own(blk__buffer_cache *c, blk_buffer *b) {
+  if (!blk__buffer_is_ref(b)) return BLK_OK;
+  blk_buffer ref = *b, own = BLK_BUFFER_INIT;
+  blk_buffer_init(b);
+  int rc = blk__buffer_cache_reserve(c, &own, ref.size);
+  if (rc) {
+    b->error = rc;
+    return rc;
+  }
+  if (ref.size) memcpy(own.data, ref.data, ref.size);
+  own.size = ref.size;
+  own.pos = ref.pos;
+  *b = own;
+  return BLK_OK;
+}
+
 size_t blk__buffer_cache_bytes(blk__buffer_cache *c) {
   blk__mutex_lock(c->lock);
   size_t bytes = c->bytes;

@@ -58,6 +58,12 @@ void blk__buffer_cache_give(blk__buffer_cache *c, blk_buffer *b);
  * set), or b's sticky error. */
 int blk__buffer_cache_reserve(blk__buffer_cache *c, blk_buffer *b, size_t size);
 
+/* Gives b, if it is a reference, storage of its own holding the same bytes
+ * and read position (taken from c as reserve does), so it may be written to
+ * or kept. Does nothing to a buffer that owns its storage. Returns 0, or
+ * BLK_ENOMEM with b left empty and its sticky error set. */
+int blk__buffer_cache_own(blk__buffer_cache *c, blk_buffer *b);
+
 /* Bytes kept now (for tests and stats). */
 size_t blk__buffer_cache_bytes(blk__buffer_cache *c);
 

@@ -18,6 +18,11 @@ void blk__gid_map_free(blk__gid_map *map) {
   blk__gid_map_init(map);
 }
 
+void blk__gid_map_clear(blk__gid_map *map) {
+  for (size_t i = 0; i < map->capacity; i++) map->keys[i] = -1;
+  map->count = 0;
+}
+
 static size_t slot_of(int gid, size_t capacity) {
   /* Fibonacci hashing spreads consecutive gids over the table. */
   return (size_t)(((uint64_t)(unsigned)gid * 0x9E3779B97F4A7C15ull) >> 32) & (capacity - 1);

@@ -18,6 +18,8 @@ typedef struct blk__gid_map {
 
 void blk__gid_map_init(blk__gid_map *map);
 void blk__gid_map_free(blk__gid_map *map);
+/* Removes every entry and keeps the table for reuse. */
+void blk__gid_map_clear(blk__gid_map *map);
 /* Inserts gid -> value (gid >= 0, not present). BLK_ENOMEM. */
 int blk__gid_map_put(blk__gid_map *map, int gid, int value);
 /* The value for gid, or -1. */

@@ -8,30 +8,57 @@
  * (blk_partners_round_position). After the last round every digit agrees:
  * the message is at d.
  *
- * Messages travel as items: [src int32][dst int32][size uint64][bytes], all
- * items for one group member packed into that round's one message. A block
- * holds only the items passing through it, so what it carries per round
- * does not depend on n when most destinations are empty.
+ * What a block sends to one destination travels as an item (src, dst,
+ * size, bytes); all items for one group member go in that round's one
+ * message, in one of two forms:
+ *
+ * - packed, [src int32][dst int32][size uint64][bytes] per item: to a member
+ *   on another rank, and to every member under a memory budget (a message
+ *   must then be whole in itself, since it may be spilled);
+ * - a list of references (struct item: the header and where the bytes are),
+ *   to a member on the same rank without a budget. The bytes stay where
+ *   they are: in the caller's memory (blk_proxy_enqueue_ref), in the
+ *   sender's arena (what it enqueued by copy, moved there in one buffer at
+ *   the end of the send phase, so that its queues, one per destination, go
+ *   back to the cache at once), or in a packed message that came from
+ *   another rank, which the block that received it keeps (held) for the
+ *   rest of the operation. All of it is freed when blk_all_to_all returns,
+ *   once every callback has run and every send is complete.
+ *
+ * So without a budget a byte enqueued by reference is copied by blk once
+ * per round that crosses ranks and never inside a rank; a byte enqueued by
+ * copy once more, into the arena. Under a budget every byte is copied once
+ * per round, as a packed message. The last round hands receive_fn in queues that refer to
+ * the items' bytes (no copy); blk_proxy_incoming copies one into storage of
+ * its own when the user asks for the buffer, so it may still be kept
+ * (blk/proxy.h).
  *
  * With one round (n <= k, or n prime: a direct exchange) a message carries
  * exactly one block's bytes for its receiver, so it goes without item
- * headers: the queue send_fn filled becomes the round's out queue, and the
- * message that arrives becomes receive_fn's in queue, both by swapping
- * storage. Bytes are then copied only by the user (enqueue, dequeue) and by
- * MPI.
+ * headers: the queue send_fn filled (bytes, or a reference) becomes the
+ * round's out queue, and the message that arrives becomes receive_fn's in
+ * queue, both by swapping. Bytes are then copied by MPI and by the user
+ * only.
  *
  * The driver is blk_reduce; the callback below runs the user's send_fn in
  * round 0, only forwards in rounds 1..R-1, and runs receive_fn in round R.
- * Per-block state is touched only by the pool thread running that block.
- * A round that finds no memory returns BLK_ENOMEM (the driver fails the
- * block and what depends on it); so does a send phase in which an enqueue
- * failed, even if send_fn went on and returned 0, so nothing is lost
- * silently.
+ * Per-block state is touched only by the pool thread running that block;
+ * other blocks only read the bytes its items point at, which nobody writes
+ * after the round that made them. A round that finds no memory returns
+ * BLK_ENOMEM (the driver fails the block and what depends on it); so does
+ * a send phase in which an enqueue failed, even if send_fn went on and
+ * returned 0, and a receive in which a copy blk_proxy_incoming made found
+ * none, so nothing is lost silently.
  *
  * Cost (n blocks, m bytes sent per block, R = log_k n rounds): alpha per
- * group member per round, (k-1)/k of the carried bytes per round across,
- * and R + 1 copies of every byte by blk with R > 1 (packing, R - 1 forwards,
- * unpacking), none with R = 1.
+ * group member per round, (k-1)/k of the carried bytes per round across.
+ * Copies by blk without a budget: delta m' per round for the m' bytes that
+ * cross ranks in it (an item, once per round in which it crosses), delta m
+ * for the bytes enqueued by copy (the arena), and 24 bytes per item per
+ * round inside a rank; under a budget R copies of every byte (packing, then
+ * one forward per later round). Memory without a budget: the arenas and
+ * every packed message received before the last round, until the call
+ * returns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,28 +72,67 @@
 #include "runtime/callback.h"
 #include "runtime/proxy_state.h"
 
+/* A packed item's header. */
 typedef struct item_header {
   int32_t src, dst;
   uint64_t size;
 } item_header;
 
-/* The send phase's out queues: created on first enqueue to a gid. */
+/* An item where it is: a packed one's header and bytes, or an entry of a
+ * list of references. */
+typedef struct item {
+  int32_t src, dst;
+  uint64_t size;
+  const unsigned char *data;
+} item;
+
 typedef struct a2a_block {
+  /* The send phase's out queues, created on first enqueue to a gid. */
   blk__gid_map index; /* dst gid -> out queue */
   int *gids;
   blk_buffer *queues;
   int n, cap;
   int lost; /* an enqueue in the send phase found no memory */
+  /* What the send phase enqueued by copy, and packed messages from other
+   * ranks: items point into them until the call returns. */
+  blk_buffer arena;
+  blk_buffer *held;
+  int nheld, cap_held;
+  /* This round's items, and bytes per out queue (scratch, kept). */
+  item *items;
+  size_t nitems, cap_items;
+  size_t *bytes;
+  unsigned char *listed; /* out queue j is a list of references */
+  int cap_out;
+  /* The last round's in queues and their gids (scratch, kept). */
+  blk_buffer *in;
+  int *in_gids;
+  size_t cap_in;
 } a2a_block;
+
+/* Swap rounds over one axis run at most one round per factor of n. */
+#define MAX_ROUNDS 32
 
 typedef struct a2a {
   blk_master *m;
+  const blk_assigner *a;
   const blk_partners *p;
   blk_foreach_fn send_fn, receive_fn;
   void *user;
-  int nblocks, rounds;
-  a2a_block *blocks; /* by lid */
+  int nblocks, rounds, me;
+  int refs; /* no budget: items inside the rank travel as references */
+  /* Round e's digit of a gid, (gid / step[e]) % radix[e]: the partners'
+   * blk_partners_round_position over one axis, without a call per item. */
+  int step[MAX_ROUNDS], radix[MAX_ROUNDS];
+  a2a_block *blocks; /* by lid, kept from one call to the next */
 } a2a;
+
+/* The per-block records, kept by the master between calls so that a call
+ * of small messages does not spend its time in malloc (operation.h). */
+typedef struct a2a_kept {
+  a2a_block *blocks;
+  int cap;
+} a2a_kept;
 
 typedef struct send_hook {
   const a2a *s;
@@ -106,39 +172,166 @@ no_memory:
   return -2;
 }
 
-/* Appends one item to the out queue of the group member that matches dst in
- * this round's digit. */
-static int forward(const a2a *s, blk_proxy *p, int32_t src, int32_t dst, const void *data,
-                   uint64_t size) {
-  int j = blk_partners_round_position(s->p, blk_proxy_round(p), dst);
-  item_header h = {src, dst, size};
-  int rc = blk_proxy_enqueue(p, j, &h, sizeof h);
-  if (!rc) rc = blk_proxy_enqueue(p, j, data, (size_t)size);
-  return rc;
+/* Whether messages between this rank's blocks and gid are lists of
+ * references (see the top). */
+static int by_reference(const a2a *s, int gid) {
+  return s->refs && blk_assigner_rank(s->a, gid) == s->me;
 }
 
-/* Reads the next item of in queue i; its bytes stay in the queue. */
-static const void *next_item(blk_proxy *p, int i, item_header *h) {
-  blk_proxy_dequeue(p, i, h, sizeof *h);
-  const void *data = blk_buffer_read_view(blk_proxy_incoming(p, i), (size_t)h->size);
-  if (!data && h->size)
-    blk__proxy_misuse(p, "all_to_all: an item from gid %d claims %llu bytes past the message end",
-                      (int)h->src, (unsigned long long)h->size);
-  return data;
+/* The member of round's group on the way to dst. */
+static int position(const a2a *s, int round, int dst) {
+  return (dst / s->step[round]) % s->radix[round];
 }
 
-typedef struct arrival {
-  int32_t src;
-  uint64_t size;
-  const void *data;
-} arrival;
+/* Room for count more items. */
+static int room_for_items(a2a_block *b, size_t count) {
+  if (count <= b->cap_items - b->nitems) return BLK_OK;
+  size_t ncap = b->cap_items ? 2 * b->cap_items : 64;
+  if (ncap - b->nitems < count) ncap = b->nitems + count;
+  item *grown = blk__realloc(b->items, ncap * sizeof *grown);
+  if (!grown) return BLK_ENOMEM;
+  b->items = grown;
+  b->cap_items = ncap;
+  return BLK_OK;
+}
+
+/* Appends the items of packed message m (from gid src) to b->items; their
+ * bytes stay in m. A header that claims bytes past the end stops the job. */
+static int add_packed(blk_proxy *p, a2a_block *b, const blk_buffer *m, int src) {
+  size_t at = m->pos;
+  while (at < m->size) {
+    item_header h;
+    if (m->size - at < sizeof h)
+      blk__proxy_misuse(p, "all_to_all: %zu stray bytes at the end of the message from gid %d",
+                        m->size - at, src);
+    memcpy(&h, m->data + at, sizeof h);
+    at += sizeof h;
+    if (h.size > m->size - at)
+      blk__proxy_misuse(p, "all_to_all: an item from gid %d claims %llu bytes past the message end",
+                        (int)h.src, (unsigned long long)h.size);
+    if (room_for_items(b, 1)) return BLK_ENOMEM;
+    b->items[b->nitems++] = (item){h.src, h.dst, h.size, m->data + at};
+    at += (size_t)h.size;
+  }
+  return BLK_OK;
+}
+
+/* Appends the items of a list of references to b->items. */
+static int add_references(blk_proxy *p, a2a_block *b, const blk_buffer *m, int src) {
+  size_t bytes = m->size - m->pos;
+  if (bytes % sizeof(item))
+    blk__proxy_misuse(p, "all_to_all: a list of references from gid %d of %zu bytes", src, bytes);
+  size_t count = bytes / sizeof(item);
+  if (room_for_items(b, count)) return BLK_ENOMEM;
+  if (count) memcpy(b->items + b->nitems, m->data + m->pos, count * sizeof(item));
+  b->nitems += count;
+  return BLK_OK;
+}
+
+/* Keeps in queue i's storage for the rest of the operation (items point
+ * into it) and returns where it went. */
+static blk_buffer *hold(a2a_block *b, blk_buffer *in) {
+  if (b->nheld == b->cap_held) {
+    int ncap = b->cap_held ? 2 * b->cap_held : 8;
+    blk_buffer *grown = blk__realloc(b->held, (size_t)ncap * sizeof *grown);
+    if (!grown) return NULL;
+    b->held = grown;
+    b->cap_held = ncap;
+  }
+  blk_buffer *kept = &b->held[b->nheld++];
+  blk_buffer_init(kept);
+  blk_buffer_swap(kept, in);
+  return kept;
+}
+
+/* This round's items: what send_fn enqueued in round 0, what the in queues
+ * brought later. A packed message from another rank is held if its items
+ * may travel on as references (before the last round, without a budget). */
+static int gather(const a2a *s, blk_proxy *p, a2a_block *b, int round) {
+  b->nitems = 0;
+  if (round == 0) {
+    /* Bytes enqueued by copy move to the block's one arena (the queues go
+     * back to the cache now, as many as there are destinations); bytes
+     * enqueued by reference stay in the caller's memory. */
+    size_t copied = 0;
+    for (int i = 0; i < b->n; i++)
+      if (!blk__buffer_is_ref(&b->queues[i])) copied += b->queues[i].size;
+    if (s->refs && copied && blk__buffer_cache_reserve(s->m->cache, &b->arena, copied))
+      return BLK_ENOMEM;
+    for (int i = 0; i < b->n; i++) {
+      const blk_buffer *q = &b->queues[i];
+      if (!q->size) continue;
+      if (room_for_items(b, 1)) return BLK_ENOMEM;
+      const unsigned char *at = q->data;
+      if (s->refs && !blk__buffer_is_ref(q)) {
+        at = b->arena.data + b->arena.size;
+        blk_buffer_write(&b->arena, q->data, q->size);
+      }
+      b->items[b->nitems++] = (item){blk_proxy_gid(p), b->gids[i], q->size, at};
+    }
+    return BLK_OK;
+  }
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    int src = blk_proxy_in_gid(p, i);
+    blk_buffer *m = &p->in[i];
+    int rc;
+    if (by_reference(s, src)) {
+      rc = add_references(p, b, m, src);
+    } else {
+      if (s->refs && round < s->rounds && m->size && !(m = hold(b, m))) return BLK_ENOMEM;
+      rc = add_packed(p, b, m, src);
+    }
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
+/* Sends every item to the group member on its way: each message sized
+ * first, so it is written without growing. */
+static int route(const a2a *s, blk_proxy *p, a2a_block *b, int round) {
+  int nout = blk_proxy_out_count(p);
+  if (nout > b->cap_out) {
+    size_t *bytes = blk__realloc(b->bytes, (size_t)nout * sizeof *bytes);
+    if (bytes) b->bytes = bytes;
+    unsigned char *listed = bytes ? blk__realloc(b->listed, (size_t)nout) : NULL;
+    if (!listed) return BLK_ENOMEM;
+    b->listed = listed;
+    b->cap_out = nout;
+  }
+  for (int j = 0; j < nout; j++) {
+    b->bytes[j] = 0;
+    b->listed[j] = (unsigned char)by_reference(s, blk_proxy_out_gid(p, j));
+  }
+  for (size_t t = 0; t < b->nitems; t++) {
+    const item *it = &b->items[t];
+    int j = position(s, round, it->dst);
+    b->bytes[j] += b->listed[j] ? sizeof(item) : sizeof(item_header) + it->size;
+  }
+  for (int j = 0; j < nout; j++)
+    if (b->bytes[j] && blk__buffer_cache_reserve(s->m->cache, &p->out[j], b->bytes[j]))
+      return BLK_ENOMEM;
+  for (size_t t = 0; t < b->nitems; t++) {
+    const item *it = &b->items[t];
+    int j = position(s, round, it->dst);
+    if (b->listed[j]) {
+      blk_buffer_write(&p->out[j], it, sizeof *it);
+    } else {
+      item_header h = {it->src, it->dst, it->size};
+      blk_buffer_write(&p->out[j], &h, sizeof h);
+      blk_buffer_write(&p->out[j], it->data, (size_t)it->size);
+    }
+  }
+  return BLK_OK;
+}
 
 static int by_source(const void *a, const void *b) {
-  int32_t x = ((const arrival *)a)->src, y = ((const arrival *)b)->src;
+  int32_t x = ((const item *)a)->src, y = ((const item *)b)->src;
   return (x > y) - (x < y);
 }
 
-/* Runs receive_fn with the n in queues in[] from gids[] (ascending). */
+/* Runs receive_fn with the n in queues in[] from gids[] (ascending), which
+ * may be references (see the top); what the callback left in them is given
+ * back to the cache. */
 static int receive(const a2a *s, void *block, const blk_proxy *p, int n, const int *gids,
                    blk_buffer *in) {
   blk_proxy user = *p;
@@ -150,9 +343,17 @@ static int receive(const a2a *s, void *block, const blk_proxy *p, int n, const i
   user.out = NULL;
   user.phase = "all_to_all receive";
   user.partners = NULL; /* the swap rounds are blk's, not the caller's */
+  user.in_lent = 1;
+  user.in_lost = 0;
   blk__clear_error();
   int rc = s->receive_fn(block, &user, s->user);
-  return rc ? blk__callback_error("receive callback", rc) : BLK_OK;
+  if (rc) return blk__callback_error("receive callback", rc);
+  if (user.in_lost)
+    return blk__fail(BLK_ENOMEM,
+                     "all_to_all: gid %d: a message its receive callback asked for found no "
+                     "memory for a copy (and the callback returned 0)",
+                     blk_proxy_gid(p));
+  return BLK_OK;
 }
 
 /* Round 0: runs send_fn with the open_out hook; a failed enqueue fails the
@@ -167,6 +368,7 @@ static int send_phase(const a2a *s, void *block, const blk_proxy *p, a2a_block *
   user.hook = &hook;
   user.partners = NULL;
   user.phase = "all_to_all send";
+  user.refs = s->refs;
   blk__clear_error();
   int rc = s->send_fn(block, &user, s->user);
   if (rc) return blk__callback_error("send callback", rc);
@@ -179,57 +381,38 @@ static int send_phase(const a2a *s, void *block, const blk_proxy *p, a2a_block *
   return BLK_OK;
 }
 
-/* Round R: hand the user one in queue per source, ascending. */
-static int deliver_to_user(a2a *s, void *block, blk_proxy *p, arrival *got, int n) {
-  qsort(got, (size_t)n, sizeof *got, by_source);
-  int *gids = blk__malloc((size_t)(n ? n : 1) * sizeof *gids);
-  blk_buffer *in = blk__calloc((size_t)(n ? n : 1), sizeof *in);
-  int rc = BLK_OK;
-  if (!gids || !in) {
-    rc = blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals", blk_proxy_gid(p),
-                   n);
-    goto exit;
-  }
-  for (int i = 0; i < n; i++) {
-    gids[i] = got[i].src;
-    if (i > 0 && gids[i] == gids[i - 1])
-      blk__proxy_misuse(p, "all_to_all: two messages from gid %d", gids[i]);
-    if (blk__buffer_cache_reserve(s->m->cache, &in[i], (size_t)got[i].size) ||
-        blk_buffer_write(&in[i], got[i].data, (size_t)got[i].size)) {
-      rc = blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %llu bytes from gid %d",
-                     blk_proxy_gid(p), (unsigned long long)got[i].size, gids[i]);
-      goto exit;
+/* The last round of several: every item here is for this block; receive_fn
+ * gets one in queue per source, ascending, referring to the item's bytes. */
+static int deliver_items(a2a *s, void *block, blk_proxy *p, a2a_block *b) {
+  int gid = blk_proxy_gid(p);
+  size_t n = b->nitems;
+  for (size_t i = 1; i < n; i++) /* often in order already */
+    if (b->items[i].src < b->items[i - 1].src) {
+      qsort(b->items, n, sizeof *b->items, by_source);
+      break;
     }
+  if (n > b->cap_in) {
+    int *gids = blk__realloc(b->in_gids, n * sizeof *gids);
+    if (gids) b->in_gids = gids;
+    blk_buffer *in = gids ? blk__realloc(b->in, n * sizeof *in) : NULL;
+    if (!in)
+      return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %zu arrivals", gid, n);
+    b->in = in;
+    b->cap_in = n;
   }
-  rc = receive(s, block, p, n, gids, in);
-exit:
-  for (int i = 0; in && i < n; i++) blk__buffer_cache_give(s->m->cache, &in[i]);
-  free(in);
-  free(gids);
+  for (size_t i = 0; i < n; i++) {
+    const item *it = &b->items[i];
+    if (it->dst != gid)
+      blk__proxy_misuse(p, "all_to_all: an item for gid %d from gid %d ended here", (int)it->dst,
+                        (int)it->src);
+    if (i > 0 && it->src == b->in_gids[i - 1])
+      blk__proxy_misuse(p, "all_to_all: two messages from gid %d", (int)it->src);
+    b->in_gids[i] = it->src;
+    blk__buffer_ref(&b->in[i], it->data, (size_t)it->size);
+  }
+  int rc = receive(s, block, p, (int)n, b->in_gids, b->in);
+  for (size_t i = 0; i < n; i++) blk__buffer_cache_give(s->m->cache, &b->in[i]);
   return rc;
-}
-
-/* Round 0 of several: every destination's queue, as one item, into the
- * message for the group member on its way; each message sized first, so it
- * is written without growing. */
-static int pack(const a2a *s, blk_proxy *p, a2a_block *b) {
-  int gid = blk_proxy_gid(p), nout = blk_proxy_out_count(p);
-  size_t *bytes = blk__calloc((size_t)(nout ? nout : 1), sizeof *bytes);
-  if (!bytes)
-    return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d messages", gid, nout);
-  for (int i = 0; i < b->n; i++)
-    if (b->queues[i].size)
-      bytes[blk_partners_round_position(s->p, 0, b->gids[i])] +=
-          sizeof(item_header) + b->queues[i].size;
-  int rc = BLK_OK;
-  for (int j = 0; j < nout && !rc; j++)
-    if (bytes[j]) rc = blk__buffer_cache_reserve(s->m->cache, &p->out[j], bytes[j]);
-  free(bytes);
-  for (int i = 0; i < b->n && !rc; i++)
-    if (b->queues[i].size)
-      rc = forward(s, p, gid, b->gids[i], b->queues[i].data, b->queues[i].size);
-  if (rc) return blk__fail(rc, "all_to_all: gid %d has no memory to pack its messages", gid);
-  return BLK_OK;
 }
 
 /* The last round of a direct exchange: in queue i holds exactly what in-
@@ -276,77 +459,49 @@ static int deliver_direct(a2a *s, void *block, blk_proxy *p) {
   return rc;
 }
 
+/* One block (no rounds): what it sent itself is all it receives. */
+static int deliver_to_itself(a2a *s, void *block, blk_proxy *p, a2a_block *b) {
+  int gid = blk_proxy_gid(p), n = b->n && b->queues[0].size ? 1 : 0;
+  int rc = receive(s, block, p, n, &gid, b->queues);
+  return rc;
+}
+
+/* Round 0: the send phase, then the first forward (or, with one round, the
+ * queues become the messages). Without a budget the queues stay until the
+ * call returns: later rounds' references may point into them. */
+static int first_round(a2a *s, void *block, blk_proxy *p) {
+  a2a_block *b = &s->blocks[blk__table_lid(&s->m->table, blk_proxy_gid(p))];
+  int rc = send_phase(s, block, p, b);
+  if (rc) {
+    /* nothing goes out: the driver sends failed messages */
+  } else if (s->rounds == 0) {
+    rc = deliver_to_itself(s, block, p, b);
+  } else if (s->rounds == 1) {
+    for (int i = 0; i < b->n; i++) { /* a direct exchange: the queue is the message */
+      int j = position(s, 0, b->gids[i]);
+      blk_buffer_swap(&p->out[j], &b->queues[i]);
+    }
+  } else if ((rc = gather(s, p, b, 0)) || (rc = route(s, p, b, 0))) {
+    rc = blk__fail(rc, "all_to_all: gid %d has no memory to pack its messages", blk_proxy_gid(p));
+  }
+  blk__gid_map_clear(&b->index);
+  for (int i = 0; i < b->n; i++) blk__buffer_cache_give(s->m->cache, &b->queues[i]);
+  b->n = 0;
+  return rc;
+}
+
 static int a2a_round(void *block, blk_proxy *p, void *user) {
   a2a *s = user;
-  int r = blk_proxy_round(p), rc = BLK_OK;
-  int gid = blk_proxy_gid(p);
-  if (r == 0) {
-    a2a_block *b = &s->blocks[blk__table_lid(&s->m->table, gid)];
-    rc = send_phase(s, block, p, b);
-    if (rc) {
-      /* nothing goes out: the driver sends failed messages */
-    } else if (s->rounds == 0) {
-      /* One block: what it sent to itself is all it receives. */
-      arrival got = {gid, 0, NULL};
-      int n = 0;
-      if (b->n && b->queues[0].size) {
-        got.size = b->queues[0].size;
-        got.data = b->queues[0].data;
-        n = 1;
-      }
-      rc = deliver_to_user(s, block, p, &got, n);
-    } else if (s->rounds == 1) {
-      for (int i = 0; i < b->n; i++) { /* a direct exchange: the queue is the message */
-        int j = blk_partners_round_position(s->p, 0, b->gids[i]);
-        blk_buffer_swap(&p->out[j], &b->queues[i]);
-      }
-    } else {
-      rc = pack(s, p, b);
-    }
-    for (int i = 0; i < b->n; i++) blk__buffer_cache_give(s->m->cache, &b->queues[i]);
-    b->n = 0;
-    b->lost = 0;
-    blk__gid_map_free(&b->index);
-    return rc;
-  }
-  if (r < s->rounds) {
-    for (int i = 0; i < blk_proxy_in_count(p); i++)
-      while (blk_proxy_incoming_remaining(p, i)) {
-        item_header h;
-        const void *data = next_item(p, i, &h);
-        if ((rc = forward(s, p, h.src, h.dst, data, h.size)))
-          return blk__fail(rc, "all_to_all: gid %d has no memory to forward %llu bytes to gid %d",
-                           gid, (unsigned long long)h.size, (int)h.dst);
-      }
-    return BLK_OK;
-  }
-  if (s->rounds == 1) return deliver_direct(s, block, p);
-  /* The last round: everything here is for this block. */
-  int n = 0, cap = 16;
-  arrival *got = blk__malloc((size_t)cap * sizeof *got);
-  if (!got) return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for its arrivals", gid);
-  for (int i = 0; i < blk_proxy_in_count(p); i++)
-    while (blk_proxy_incoming_remaining(p, i)) {
-      item_header h;
-      const void *data = next_item(p, i, &h);
-      if (h.dst != gid)
-        blk__proxy_misuse(p, "all_to_all: an item for gid %d from gid %d ended here", (int)h.dst,
-                          (int)h.src);
-      if (n == cap) {
-        cap *= 2;
-        arrival *grown = blk__realloc(got, (size_t)cap * sizeof *got);
-        if (!grown) {
-          free(got);
-          return blk__fail(BLK_ENOMEM, "all_to_all: gid %d has no memory for %d arrivals", gid,
-                           cap);
-        }
-        got = grown;
-      }
-      got[n++] = (arrival){h.src, h.size, data};
-    }
-  rc = deliver_to_user(s, block, p, got, n);
-  free(got);
-  return rc;
+  int r = blk_proxy_round(p), gid = blk_proxy_gid(p);
+  if (r == 0) return first_round(s, block, p);
+  if (r == s->rounds && s->rounds == 1) return deliver_direct(s, block, p);
+  a2a_block *b = &s->blocks[blk__table_lid(&s->m->table, gid)];
+  int rc = gather(s, p, b, r);
+  if (!rc && r < s->rounds) rc = route(s, p, b, r);
+  if (rc)
+    return blk__fail(rc, "all_to_all: gid %d has no memory to forward %zu items in round %d", gid,
+                     b->nitems, r);
+  return r < s->rounds ? BLK_OK : deliver_items(s, block, p, b);
 }
 
 /* The user's callbacks, and so the block, only run in the first and last
@@ -356,36 +511,100 @@ static int needs_block(int round, void *user) {
   return round == 0 || round == s->rounds;
 }
 
+/* Gives back the storage a block's messages used (also after a failure);
+ * the records stay for the next call. */
+static void end_block(blk__buffer_cache *cache, a2a_block *b) {
+  for (int q = 0; q < b->n; q++) blk__buffer_cache_give(cache, &b->queues[q]);
+  for (int q = 0; q < b->nheld; q++) blk__buffer_cache_give(cache, &b->held[q]);
+  blk__buffer_cache_give(cache, &b->arena);
+  b->n = b->nheld = 0;
+  b->nitems = 0;
+  b->lost = 0;
+  blk__gid_map_clear(&b->index);
+}
+
+static void free_kept(void *mem) {
+  a2a_kept *k = mem;
+  for (int i = 0; i < k->cap; i++) {
+    a2a_block *b = &k->blocks[i];
+    end_block(NULL, b);
+    free(b->gids);
+    free(b->queues);
+    free(b->held);
+    free(b->items);
+    free(b->bytes);
+    free(b->listed);
+    free(b->in);
+    free(b->in_gids);
+    blk__gid_map_free(&b->index);
+  }
+  free(k->blocks);
+  free(k);
+}
+
+/* Records for nlocal blocks, emptied; NULL without memory. */
+static a2a_block *take_blocks(blk_master *m, int nlocal) {
+  static const char owner = 0;
+  blk__kept *kept = blk__op_kept(&m->op, &owner, free_kept);
+  a2a_kept *k = kept->mem;
+  if (!k && !(k = kept->mem = blk__calloc(1, sizeof *k))) return NULL;
+  if (nlocal > k->cap || !k->blocks) {
+    int ncap = nlocal > 2 * k->cap ? nlocal : 2 * k->cap;
+    if (ncap < 1) ncap = 1;
+    a2a_block *grown = blk__realloc(k->blocks, (size_t)ncap * sizeof *grown);
+    if (!grown) return NULL;
+    memset(grown + k->cap, 0, (size_t)(ncap - k->cap) * sizeof *grown);
+    for (int i = k->cap; i < ncap; i++) blk__gid_map_init(&grown[i].index);
+    k->blocks = grown;
+    k->cap = ncap;
+  }
+  return k->blocks;
+}
+
+/* The digit arithmetic of the rounds (see a2a), checked against the
+ * partners where it is cheap to: a difference is a bug in blk. */
+static void digits(a2a *s) {
+  for (int e = 0; e < s->rounds; e++) {
+    int group[2] = {0, 0};
+    s->radix[e] = blk_partners_round_radix(s->p, e);
+    blk_partners_out(s->p, e, 0, group, 2);
+    s->step[e] = group[1] - group[0];
+    for (int g = 0; g < s->nblocks && g < 64; g++)
+      if (position(s, e, g) != blk_partners_round_position(s->p, e, g))
+        blk__panic("all_to_all: round %d puts gid %d at %d, not %d", e, g,
+                   blk_partners_round_position(s->p, e, g), position(s, e, g));
+  }
+}
+
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user) {
   static const blk__driver driver = {"all_to_all", needs_block, 1, NULL};
   if (!m) return blk__fail(BLK_EINVAL, "all_to_all: the master is NULL");
   if (!a || !send_fn || !receive_fn)
     return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");
-  a2a s = {.m = m, .send_fn = send_fn, .receive_fn = receive_fn, .user = user};
+  a2a s = {.m = m, .a = a, .send_fn = send_fn, .receive_fn = receive_fn, .user = user};
   s.nblocks = blk_assigner_nblocks(a);
+  s.me = blk__comm_rank(m->comm);
+  /* A reference cannot be spilled, so under a budget every message is whole
+   * in itself (as the array collectives do). */
+  s.refs = !blk__budget_active(&m->budget);
   blk_partners *p = NULL;
   int rc = blk_partners_create(&p, BLK_SWAP, 1, &s.nblocks, k, contiguous);
   int nlocal = blk__table_count(&m->table);
-  if (!rc && !(s.blocks = blk__calloc((size_t)(nlocal ? nlocal : 1), sizeof *s.blocks)))
+  if (!rc && !(s.blocks = take_blocks(m, nlocal)))
     rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", nlocal);
+  if (!rc && blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
+    rc = blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(p));
   if (rc) { /* the other ranks may be under way: take part, failed */
     rc = blk__reduce_abort(m, rc, driver.name);
     goto exit;
   }
   s.p = p;
   s.rounds = blk_partners_rounds(p);
-  for (int i = 0; i < nlocal; i++) blk__gid_map_init(&s.blocks[i].index);
+  digits(&s);
   rc = blk__reduce_run(m, a, p, a2a_round, &s, &driver);
 exit:
-  if (s.blocks)
-    for (int i = 0; i < nlocal; i++) {
-      for (int q = 0; q < s.blocks[i].n; q++) blk_buffer_free(&s.blocks[i].queues[q]);
-      free(s.blocks[i].gids);
-      free(s.blocks[i].queues);
-      blk__gid_map_free(&s.blocks[i].index);
-    }
-  free(s.blocks);
+  for (int i = 0; s.blocks && i < nlocal; i++) end_block(m->cache, &s.blocks[i]);
   blk_partners_destroy(p);
   return rc;
 }

@@ -524,10 +524,12 @@ static void keep_free(void *mem) {
 int blk__reduce_abort(blk_master *m, int code, const char *name) {
   BLK__ENTER(m);
   blk__op *o = &m->op;
-  char why[BLK__FAILURE_WHAT];
-  snprintf(why, sizeof why, "%s", blk_last_error());
+  /* Noted as the next operation's abort, so that begin aborts before it
+   * takes what faster ranks already sent for it (dropped then, as the
+   * messages of a failed operation are; routed, they would find no driver). */
+  blk__failure_note(&o->next, code, o->rank, -1, -1, "%s", blk_last_error());
+  o->next_abort = 1;
   blk__op_begin(o, name, NULL, NULL);
-  blk__op_abort(o, code, "%s", why);
   int rc = blk__op_close(o);
   BLK__LEAVE();
   return rc;
@@ -563,6 +565,8 @@ static void drive(rstate *s) {
     }
     if (progressed || got)
       blk__backoff_reset(&wait);
+    else if (!blk__sched_running(&s->sched) && blk__comm_transfers(s->m->comm))
+      blk__backoff_poll(&wait); /* a payload's bytes move only while MPI is polled */
     else if (!blk__sched_running(&s->sched))
       blk__backoff_idle(&wait);
   }

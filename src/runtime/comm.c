@@ -71,6 +71,7 @@ struct blk__comm {
   blk__buffer_cache *cache; /* where payload storage comes from and goes */
   size_t ref_sends;         /* sends from memory blk does not own, not complete */
   size_t placed_recvs;      /* receives into memory a place function gave, not complete */
+  size_t payload_sends;     /* sends with a payload of their own, not complete */
   blk__comm_counts counts;  /* messages and bytes sent so far */
 };
 
@@ -102,6 +103,7 @@ int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache) {
 
 static void free_send(blk__comm *c, send_rec *s) {
   if (blk__buffer_is_ref(&s->payload)) c->ref_sends--;
+  if (s->nreq > 1) c->payload_sends--;
   blk__buffer_cache_give(c->cache, &s->payload);
   free(s);
 }
@@ -180,6 +182,9 @@ size_t blk__comm_recvs_pending(const blk__comm *c) {
 size_t blk__comm_placed_recvs(const blk__comm *c) {
   return c->placed_recvs;
 }
+size_t blk__comm_transfers(const blk__comm *c) {
+  return c->nrecvs + c->payload_sends;
+}
 void blk__comm_counts_get(const blk__comm *c, blk__comm_counts *out) {
   *out = c->counts;
 }
@@ -249,6 +254,7 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   if (pieces) {
     blk_buffer_swap(&s->payload, payload);
     if (blk__buffer_is_ref(&s->payload)) c->ref_sends++;
+    c->payload_sends++;
     post_pieces(c->comm, dst, s->payload.data, size, s->reqs + 1, 0);
   } else {
     blk__buffer_release(payload); /* copied inline */

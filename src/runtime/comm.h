@@ -108,6 +108,10 @@ size_t blk__comm_recvs_pending(const blk__comm *c);
 /* Payload receives into memory a place function gave, not yet complete: the
  * memory must stay valid until this is 0. */
 size_t blk__comm_placed_recvs(const blk__comm *c);
+/* Payloads (their own messages, above the inline size) being sent or
+ * received. Their bytes move only while MPI is polled (a rendezvous needs
+ * both sides), so a caller waiting for them should poll, not sleep. */
+size_t blk__comm_transfers(const blk__comm *c);
 /* Sends whose payload is a reference (buffer_cache.h) not yet complete: the
  * memory they read must stay as it is until this is 0. */
 size_t blk__comm_ref_sends(const blk__comm *c);

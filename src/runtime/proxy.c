@@ -73,21 +73,50 @@ static int find_gid(const int *gids, int n, int gid) {
   return -1;
 }
 
+/* Out queue i as a buffer the callback may write: a reference it holds
+ * (blk_proxy_enqueue_ref) is copied into storage of its own first. A copy
+ * that finds no memory leaves the queue empty with its sticky error, so the
+ * message goes out as failed (blk/proxy.h). */
+static int own_out(blk_proxy *p, int i) {
+  int rc = blk__buffer_cache_own(p->cache, &p->out[i]);
+  if (rc)
+    return blk__fail(rc, "rank %d, gid %d: no memory to copy the referenced bytes to gid %d",
+                     p->rank, p->gid, p->out_gids[i]);
+  return BLK_OK;
+}
+
 blk_buffer *blk_proxy_outgoing(blk_proxy *p, int i) {
   check_out(p, i);
+  own_out(p, i);
   return &p->out[i];
 }
 
 blk_buffer *blk_proxy_incoming(blk_proxy *p, int i) {
   check_in(p, i);
+  if (p->in_lent && blk__buffer_cache_own(p->cache, &p->in[i])) {
+    p->in_lost = 1;
+    blk__fail(BLK_ENOMEM, "rank %d, gid %d: no memory to copy the message from gid %d", p->rank,
+              p->gid, p->in_gids[i]);
+  }
   return &p->in[i];
+}
+
+const void *blk_proxy_dequeue_view(blk_proxy *p, int i, size_t n) {
+  check_in(p, i);
+  size_t left = blk_buffer_remaining(&p->in[i]);
+  if (n > left)
+    blk__proxy_misuse(p, "dequeue of %zu bytes from gid %d, but only %zu remain of its message", n,
+                      p->in_gids[i], left);
+  return blk_buffer_read_view(&p->in[i], n);
 }
 
 int blk_proxy_enqueue(blk_proxy *p, int i, const void *data, size_t n) {
   check_out(p, i);
   if (n == 0) return BLK_OK;
+  int rc = own_out(p, i);
+  if (rc) return rc;
   /* Growing takes spare storage that is already faulted in, if there is. */
-  int rc = blk__buffer_cache_reserve(p->cache, &p->out[i], n);
+  rc = blk__buffer_cache_reserve(p->cache, &p->out[i], n);
   if (!rc) rc = blk_buffer_write(&p->out[i], data, n);
   if (rc)
     return blk__fail(rc, "rank %d, gid %d: enqueue of %zu bytes to gid %d failed", p->rank, p->gid,
@@ -104,12 +133,34 @@ void blk__proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n) {
   blk__buffer_ref(&p->out[i], data, n);
 }
 
-int blk_proxy_enqueue_gid(blk_proxy *p, int gid, const void *data, size_t n) {
+int blk_proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n) {
+  check_out(p, i);
+  blk_buffer *q = &p->out[i];
+  if (!p->refs || q->size || q->error || n == 0) return blk_proxy_enqueue(p, i, data, n);
+  blk__buffer_cache_give(p->cache, q); /* empty storage it held goes back */
+  blk__buffer_ref(q, data, n);
+  return BLK_OK;
+}
+
+/* The out queue for gid: open_out's (all_to_all's send phase), or the
+ * first partner with that gid; -2 when open_out found no memory. */
+static int out_of_gid(blk_proxy *p, int gid) {
   int i = p->open_out ? p->open_out(p, gid) : find_gid(p->out_gids, p->nout, gid);
-  if (i == -2) return BLK_ENOMEM; /* open_out found no memory (the detail says so) */
-  if (i < 0)
+  if (i == -1)
     blk__proxy_misuse(p, "enqueue to gid %d, which is not an out-partner of this block", gid);
+  return i;
+}
+
+int blk_proxy_enqueue_gid(blk_proxy *p, int gid, const void *data, size_t n) {
+  int i = out_of_gid(p, gid);
+  if (i == -2) return BLK_ENOMEM; /* open_out found no memory (the detail says so) */
   return blk_proxy_enqueue(p, i, data, n);
+}
+
+int blk_proxy_enqueue_ref_gid(blk_proxy *p, int gid, const void *data, size_t n) {
+  int i = out_of_gid(p, gid);
+  if (i == -2) return BLK_ENOMEM;
+  return blk_proxy_enqueue_ref(p, i, data, n);
 }
 
 int blk_proxy_enqueue_array(blk_proxy *p, int i, const void *data, size_t elem_size, size_t count) {

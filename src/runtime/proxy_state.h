@@ -33,6 +33,16 @@ struct blk_proxy {
    * (updates nout, out_gids, out); NULL elsewhere. */
   int (*open_out)(blk_proxy *p, int gid);
   void *hook;
+  /* blk_proxy_enqueue_ref may make an empty out queue a reference (set by a
+   * driver that keeps the memory's owner's promise: no budget, and the
+   * references are done with before the call returns); otherwise it copies. */
+  int refs;
+  /* In queues may be references lent for the callback (all_to_all's
+   * receive): blk_proxy_incoming first copies one into storage of the
+   * queue's own, so the callback may keep it; in_lost is set when that copy
+   * found no memory (the driver then fails the callback's block). */
+  int in_lent;
+  int in_lost;
 };
 
 /* Makes empty out queue i refer to data (n bytes) instead of copying it

@@ -3,20 +3,50 @@
  * none, some all), and every receiver checks, against the rule that made
  * them, exactly which sources reached it, in ascending order, with which
  * bytes. Over block counts 1..64 (primes and non-powers of k), k = 2, 3, 4,
- * 8 and both orders.
+ * 8 and both orders, each run twice:
  *
- *   test_all_to_all --threads T [--big]
+ *  - by copy: every message is two blk_proxy_enqueue_gid calls;
+ *  - by reference: the message is enqueued by blk_proxy_enqueue_ref_gid, as
+ *    a whole, or as a reference followed by a copy, by a second reference,
+ *    or by bytes written through blk_proxy_outgoing (each of which makes
+ *    the queue copy the referenced bytes first), or by two copies, chosen
+ *    by (src, dst); some blocks also enqueue empty references and copies to
+ *    gids they send nothing, which must not arrive. The referenced memory
+ *    is freed as soon as the call returns, so a sanitizer build sees any
+ *    read after that.
+ *
+ * Receivers read each source one of four ways, chosen by (src, dst): the
+ * buffer of blk_proxy_incoming, blk_proxy_dequeue, blk_proxy_dequeue_view,
+ * or taking the buffer's storage with blk_buffer_swap and freeing it (so a
+ * queue that referred to memory blk does not own must have been given
+ * storage of its own). In-core, a message enqueued whole by reference from
+ * a block on the same rank must arrive without a copy: its view is the
+ * sender's memory.
+ *
+ *   test_all_to_all --threads T [--big] [--mem-blocks M]
  * --big makes some messages larger than the size that rides in a header.
  */
 #include <blk/blk.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 
+#define NB_MAX 64
+
+enum { BY_COPY, BY_REFERENCE };
+
 typedef struct ctx {
-  int nblocks, big, sent_total;
+  int nblocks, big, mode, mem_blocks, rank;
+  const blk_assigner *a;
+  blk_partners *swap; /* the rounds blk_all_to_all runs (k, order) */
 } ctx;
+
+/* The memory each local block sent by reference, by gid, and where its
+ * message to each dst starts; freed when blk_all_to_all returns. */
+static unsigned char *sent[NB_MAX];
+static const unsigned char *sent_at[NB_MAX][NB_MAX];
 
 /* Whether src sends to dst, and how many bytes. */
 static size_t message_size(int src, int dst, int nblocks, int big) {
@@ -29,6 +59,18 @@ static size_t message_size(int src, int dst, int nblocks, int big) {
 
 static unsigned char byte_of(int src, int dst, size_t j) {
   return (unsigned char)(src * 13 + dst * 7 + (int)j);
+}
+
+/* How a message is enqueued by reference (see the top). */
+enum { WHOLE, REF_THEN_COPY, REF_THEN_REF, TWO_COPIES, REF_THEN_OUTGOING, NSTYLES };
+static int send_style(int src, int dst) {
+  return (src + 2 * dst) % NSTYLES;
+}
+
+/* How the receiver reads a source (see the top). */
+enum { INCOMING, DEQUEUE, VIEW, TAKE };
+static int receive_style(int src, int dst) {
+  return (src * 3 + dst) % 4;
 }
 
 static int create(void **out, int gid, void *user) {
@@ -60,25 +102,138 @@ static int load(void *b, blk_buffer *in, int gid, void *user) {
   return blk_buffer_error(in);
 }
 
+/* The index of the out queue to gid (the send phase lists the gids
+ * enqueued to so far). */
+static int out_index(blk_proxy *p, int gid) {
+  for (int i = 0; i < blk_proxy_out_count(p); i++)
+    if (blk_proxy_out_gid(p, i) == gid) return i;
+  CHECK_MSG(0, "no out queue to gid %d", gid);
+  return -1;
+}
+
+static void send_by_reference(blk_proxy *p, int src, int dst, const unsigned char *msg, size_t n) {
+  size_t half = n / 2;
+  switch (send_style(src, dst)) {
+    case WHOLE:
+      CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, msg, n));
+      break;
+    case REF_THEN_COPY:
+      CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, msg, half));
+      CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg + half, n - half));
+      break;
+    case REF_THEN_REF:
+      CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, msg, half));
+      CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, msg + half, n - half));
+      break;
+    case TWO_COPIES:
+      CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg, half));
+      CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg + half, n - half));
+      break;
+    default: /* REF_THEN_OUTGOING */
+      CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, msg, half));
+      CHECK_OK(blk_buffer_write(blk_proxy_outgoing(p, out_index(p, dst)), msg + half, n - half));
+      break;
+  }
+}
+
 static int send(void *block, blk_proxy *p, void *user) {
   ctx *c = user;
   int src = *(int *)block;
   CHECK_EQ_INT(blk_proxy_in_count(p), 0);
+  size_t total = 0;
+  for (int dst = 0; dst < c->nblocks; dst++) total += message_size(src, dst, c->nblocks, c->big);
+  /* By reference, the messages live here until blk_all_to_all returns. */
+  unsigned char *all = malloc(total ? total : 1);
+  CHECK(all);
+  sent[src] = all;
   /* Destinations in a scrambled order: the receiver must still see sources sorted. */
   for (int t = 0; t < c->nblocks; t++) {
     int dst = (t * 5 + src) % c->nblocks;
     size_t n = message_size(src, dst, c->nblocks, c->big);
-    if (!n) continue;
-    /* Two enqueues to the same destination append to one message. */
-    size_t half = n / 2;
-    unsigned char *msg = malloc(n);
-    CHECK(msg);
+    if (!n) {
+      if (c->mode == BY_REFERENCE && (src + dst) % 2 == 0) { /* empty: nothing arrives */
+        CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, all, 0));
+        CHECK_OK(blk_proxy_enqueue_gid(p, dst, NULL, 0));
+      }
+      continue;
+    }
+    unsigned char *msg = all;
+    all += n;
     for (size_t j = 0; j < n; j++) msg[j] = byte_of(src, dst, j);
-    CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg, half));
-    CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg + half, n - half));
-    free(msg);
+    sent_at[src][dst] = msg;
+    if (c->mode == BY_REFERENCE) {
+      send_by_reference(p, src, dst, msg, n);
+    } else { /* two enqueues to the same destination append to one message */
+      CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg, n / 2));
+      CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg + n / 2, n - n / 2));
+    }
   }
   return 0;
+}
+
+static void check_bytes(const unsigned char *got, int src, int dst, size_t from, size_t n) {
+  for (size_t j = 0; j < n; j++)
+    CHECK_MSG(got[j] == byte_of(src, dst, from + j), "gid %d from %d: byte %zu differs", dst, src,
+              from + j);
+}
+
+/* Whether the message from src to dst stays on this rank all the way: at
+ * every block it passes (swap rounds, partners.h) on the way. */
+static int stays_on_rank(const ctx *c, int src, int dst) {
+  int here = src, group[NB_MAX];
+  for (int e = 0; e < blk_partners_rounds(c->swap); e++) {
+    if (blk_assigner_rank(c->a, here) != c->rank) return 0;
+    blk_partners_out(c->swap, e, here, group, NB_MAX);
+    here = group[blk_partners_round_position(c->swap, e, dst)];
+  }
+  CHECK_EQ_INT(here, dst);
+  return blk_assigner_rank(c->a, here) == c->rank;
+}
+
+/* Reads the message from src, n bytes, in queue i, the way (src, dst) says. */
+static void read_source(const ctx *c, blk_proxy *p, int i, int src, int dst, size_t n) {
+  unsigned char copy[NB_MAX];
+  switch (receive_style(src, dst)) {
+    case INCOMING: {
+      blk_buffer *in = blk_proxy_incoming(p, i);
+      CHECK_EQ_INT(blk_buffer_error(in), 0);
+      CHECK_EQ_INT(in->pos, 0);
+      CHECK_EQ_INT(in->size, n);
+      check_bytes(in->data, src, dst, 0, n);
+      CHECK(blk_buffer_read_view(in, n) == in->data);
+      break;
+    }
+    case DEQUEUE:
+      for (size_t at = 0; at < n; at += sizeof copy) {
+        size_t len = n - at < sizeof copy ? n - at : sizeof copy;
+        blk_proxy_dequeue(p, i, copy, len);
+        check_bytes(copy, src, dst, at, len);
+      }
+      break;
+    case VIEW: {
+      const unsigned char *v = blk_proxy_dequeue_view(p, i, n / 3);
+      check_bytes(v, src, dst, 0, n / 3);
+      if (c->mode == BY_REFERENCE && send_style(src, dst) == WHOLE && !c->mem_blocks &&
+          stays_on_rank(c, src, dst))
+        CHECK_MSG(v == sent_at[src][dst], "gid %d from %d (same rank, by reference): copied", dst,
+                  src);
+      v = blk_proxy_dequeue_view(p, i, n - n / 3);
+      check_bytes(v, src, dst, n / 3, n - n / 3);
+      CHECK(blk_proxy_dequeue_view(p, i, 0) != NULL);
+      break;
+    }
+    default: { /* TAKE: the storage is the callback's now */
+      blk_buffer mine = BLK_BUFFER_INIT;
+      blk_buffer_swap(&mine, blk_proxy_incoming(p, i));
+      CHECK_EQ_INT(blk_buffer_error(&mine), 0);
+      CHECK_EQ_INT(blk_buffer_remaining(&mine), n);
+      check_bytes(mine.data + mine.pos, src, dst, 0, n);
+      CHECK_OK(blk_buffer_write(&mine, "more", 4)); /* it may grow, too */
+      blk_buffer_free(&mine);
+      break;
+    }
+  }
+  CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), 0);
 }
 
 static int receive(void *block, blk_proxy *p, void *user) {
@@ -93,10 +248,7 @@ static int receive(void *block, blk_proxy *p, void *user) {
               blk_proxy_in_count(p), src);
     CHECK_EQ_INT(blk_proxy_in_gid(p, i), src);
     CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), n);
-    blk_buffer *in = blk_proxy_incoming(p, i);
-    for (size_t j = 0; j < n; j++)
-      CHECK_MSG(in->data[j] == byte_of(src, dst, j), "gid %d from %d: byte %zu differs", dst, src,
-                j);
+    read_source(c, p, i, src, dst, n);
     i++;
   }
   CHECK_EQ_INT(blk_proxy_in_count(p), i);
@@ -124,10 +276,10 @@ int main(int argc, char **argv) {
   static const int radices[] = {2, 3, 4, 8};
   int runs = 0;
   for (int ci = 0; ci < 8; ci++) {
-    ctx c = {counts[ci], big, 0};
     blk_assigner *a;
     blk_master *m;
-    CHECK_OK(blk_assigner_create_round_robin(&a, size, c.nblocks));
+    CHECK_OK(blk_assigner_create_round_robin(&a, size, counts[ci]));
+    ctx c = {counts[ci], big, BY_COPY, mem_blocks, rank, a, NULL};
     blk_master_config mc = BLK_MASTER_CONFIG_INIT;
     mc.threads = threads;
     mc.destroy = destroy;
@@ -137,18 +289,25 @@ int main(int argc, char **argv) {
     mc.mem_blocks = mem_blocks;
     CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
     int n = blk_assigner_local_count(a, rank);
-    int gids[64];
-    blk_assigner_local_gids(a, rank, gids, 64);
+    int gids[NB_MAX];
+    blk_assigner_local_gids(a, rank, gids, NB_MAX);
     for (int i = 0; i < n; i++) {
       void *b;
       CHECK_OK(create(&b, gids[i], NULL));
       CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
     }
     for (int ki = 0; ki < 4; ki++)
-      for (int contiguous = 0; contiguous <= 1; contiguous++) {
-        CHECK_OK(blk_all_to_all(m, a, radices[ki], contiguous, send, receive, &c));
-        runs++;
-      }
+      for (int contiguous = 0; contiguous <= 1; contiguous++)
+        for (c.mode = BY_COPY; c.mode <= BY_REFERENCE; c.mode++) {
+          CHECK_OK(blk_partners_create(&c.swap, BLK_SWAP, 1, &c.nblocks, radices[ki], contiguous));
+          CHECK_OK(blk_all_to_all(m, a, radices[ki], contiguous, send, receive, &c));
+          for (int g = 0; g < NB_MAX; g++) { /* a read after the return shows under ASan */
+            free(sent[g]);
+            sent[g] = NULL;
+          }
+          blk_partners_destroy(c.swap);
+          runs++;
+        }
     blk_log_set_level(BLK_LOG_NONE);
     CHECK_ERR(blk_all_to_all(m, a, 1, 1, send, receive, &c), BLK_EINVAL, "k = 1");
     blk_log_set_level(BLK_LOG_WARN);
@@ -157,8 +316,8 @@ int main(int argc, char **argv) {
     blk_assigner_destroy(a);
   }
   if (rank == 0)
-    printf("test_all_to_all: ok (%d runs over 1..64 blocks, %d ranks, %d threads%s)\n", runs, size,
-           threads, big ? ", big messages" : "");
+    printf("test_all_to_all: ok (%d runs over 1..64 blocks, %d ranks, %d threads%s%s)\n", runs,
+           size, threads, big ? ", big messages" : "", mem_blocks ? ", out-of-core" : "");
   MPI_Finalize();
   return 0;
 }

@@ -17,6 +17,9 @@
  *                 the array all-reduce): every rank returns the same code,
  *                 and a success is exact
  *   isend         the same with the Nth MPI send
+ *   alloc-a2a, isend-a2a
+ *                 the same for all_to_all over 12 blocks, whose items are
+ *                 forwarded over three rounds, by copy and by reference
  *   isend-twice   two sends in a row fail: the job stops (death test)
  *   irecv         a payload receive fails: the job stops (death test)
  *   posts         value all-reduces that disagree (a rank whose blocks post
@@ -53,6 +56,7 @@ typedef struct block {
   int calls;        /* reduction callbacks run */
   int counter;      /* foreach runs */
   int arrivals;     /* all_to_all sources seen */
+  int64_t sent[NB_MAX][3]; /* all_to_all by reference: the messages, until it returns */
   float a[ARRAY];   /* the array all-reduce's array */
 } block;
 
@@ -299,10 +303,20 @@ static void case_callback(void) {
 
 /* --- the operations an injected fault is swept through ------------------ */
 
-enum { OP_FOREACH, OP_EXCHANGE, OP_REDUCE, OP_A2A, OP_TREE, OP_BUTTERFLY, OP_SPLIT, NOPS };
-static const char *const op_names[NOPS] = {"foreach",   "exchange",  "reduce",
-                                           "all_to_all", "arrays TREE", "arrays BUTTERFLY",
-                                           "arrays SPLIT"};
+enum {
+  OP_FOREACH,
+  OP_EXCHANGE,
+  OP_REDUCE,
+  OP_A2A,
+  OP_A2A_REF,
+  OP_TREE,
+  OP_BUTTERFLY,
+  OP_SPLIT,
+  NOPS
+};
+static const char *const op_names[NOPS] = {
+    "foreach",     "exchange",         "reduce",      "all_to_all", "all_to_all by reference",
+    "arrays TREE", "arrays BUTTERFLY", "arrays SPLIT"};
 
 static int count_up(void *data, blk_proxy *p, void *user) {
   (void)p;
@@ -347,26 +361,52 @@ static int check_links(void *data, blk_proxy *p, void *user) {
 }
 
 /* all_to_all: every block sends (src, dst, run) to every block; whatever
- * arrives must be exactly that. */
+ * arrives must be exactly that. *user is 1 to send by reference (the
+ * messages are kept in the block): whole (g % 3 == 0), a reference then a
+ * copy (the queue copies the reference first), or a copy. */
+static int a2a_by_copy = 0, a2a_by_ref = 1;
+
 static int a2a_send(void *data, blk_proxy *p, void *user) {
-  (void)user;
+  int by_ref = *(const int *)user;
   block *b = data;
   b->arrivals = 0;
   for (int g = 0; g < T.nblocks; g++) {
-    int64_t msg[3] = {b->gid, g, T.seq};
-    int rc = blk_proxy_enqueue_gid(p, g, msg, sizeof msg);
+    int64_t *msg = b->sent[g];
+    msg[0] = b->gid;
+    msg[1] = g;
+    msg[2] = T.seq;
+    int rc = !by_ref || g % 3 == 2 ? blk_proxy_enqueue_gid(p, g, msg, 3 * sizeof *msg)
+             : g % 3               ? blk_proxy_enqueue_ref_gid(p, g, msg, sizeof *msg)
+                                   : blk_proxy_enqueue_ref_gid(p, g, msg, 3 * sizeof *msg);
+    if (!rc && by_ref && g % 3 == 1) rc = blk_proxy_enqueue_gid(p, g, msg + 1, 2 * sizeof *msg);
     if (rc) return rc;
   }
   return 0;
 }
 
+/* By reference, every other source is read through blk_proxy_incoming,
+ * which may have to copy (and find no memory): even blocks then return the
+ * error, odd ones go on as if nothing happened, which must fail the
+ * operation all the same. */
 static int a2a_receive(void *data, blk_proxy *p, void *user) {
-  (void)user;
+  int by_ref = *(const int *)user;
   block *b = data;
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     int64_t msg[3];
     CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), sizeof msg);
-    blk_proxy_dequeue(p, i, msg, sizeof msg);
+    if (!by_ref) {
+      blk_proxy_dequeue(p, i, msg, sizeof msg);
+    } else if ((i + b->gid) % 2 == 0) {
+      blk_buffer *in = blk_proxy_incoming(p, i);
+      if (blk_buffer_error(in)) {
+        CHECK_EQ_INT(blk_buffer_error(in), BLK_ENOMEM);
+        if (b->gid % 2 == 0) return BLK_ENOMEM;
+        continue;
+      }
+      CHECK_OK(blk_buffer_read(in, msg, sizeof msg));
+    } else {
+      memcpy(msg, blk_proxy_dequeue_view(p, i, sizeof msg), sizeof msg);
+    }
     CHECK_EQ_INT(msg[0], blk_proxy_in_gid(p, i));
     CHECK_EQ_INT(msg[1], b->gid);
     CHECK_EQ_INT(msg[2], T.seq);
@@ -428,7 +468,9 @@ static int run_op(blk_master *m, blk_assigner *a, int op) {
     case OP_REDUCE:
       return blk_reduce(m, a, T.p, sum_round, NULL);
     case OP_A2A:
-      return blk_all_to_all(m, a, 2, 1, a2a_send, a2a_receive, NULL);
+      return blk_all_to_all(m, a, 2, 1, a2a_send, a2a_receive, &a2a_by_copy);
+    case OP_A2A_REF:
+      return blk_all_to_all(m, a, 2, 1, a2a_send, a2a_receive, &a2a_by_ref);
     case OP_TREE:
       spec.algorithm = BLK_ARRAYS_TREE;
       return blk_arrays_all_reduce(m, a, &spec);
@@ -467,15 +509,17 @@ static void check_op(blk_master *m, int op, int rc, int *counter) {
     simulate(T.p, T.nblocks, -1, -1, expect_v, expect_calls);
     CHECK_OK(blk_master_foreach(m, check_values, NULL));
   }
-  if (op == OP_A2A && complete) CHECK_OK(blk_master_foreach(m, check_arrivals, NULL));
+  if ((op == OP_A2A || op == OP_A2A_REF) && complete)
+    CHECK_OK(blk_master_foreach(m, check_arrivals, NULL));
   if (op >= OP_TREE && complete) CHECK_OK(blk_master_foreach(m, check_array, NULL));
 }
 
-
-/* Sweeps the Nth call of `kind` on rank `who` through every operation,
- * for every N the operation reaches. allowed: the codes a failure may give. */
-static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
-  T.nblocks = 7;
+/* Sweeps the Nth call of `kind` on rank `who` through operations first..last
+ * over nblocks blocks, for every N the operation reaches. allowed: the codes
+ * a failure may give. */
+static void sweep(blk__fault_kind kind, const int *allowed, int nallowed, int nblocks, int first,
+                  int last) {
+  T.nblocks = nblocks;
   T.fail_gid = T.fail_round = -1;
   blk_master *m = make_master(T.threads, T.mem_blocks);
   blk_assigner *a;
@@ -485,7 +529,7 @@ static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
   int ranks[2] = {0, T.size - 1};
   for (int w = 0; w < (T.size > 1 ? 2 : 1); w++) {
     int who = ranks[w];
-    for (int op = 0; op < NOPS; op++) {
+    for (int op = first; op <= last; op++) {
       int counter = 0, failures = 0, runs = 0;
       CHECK_OK(blk_master_foreach(m, zero_counter_fn, NULL));
       /* Once unarmed: the storage the operation keeps is in place. */
@@ -536,14 +580,28 @@ static void sweep(blk__fault_kind kind, const int *allowed, int nallowed) {
   blk_master_destroy(m);
 }
 
+/* Every operation over 7 blocks: all_to_all is then a direct exchange (7
+ * is prime, one round). */
 static void case_alloc(void) {
   const int allowed[] = {BLK_ENOMEM, BLK_ECALLBACK};
-  sweep(BLK__FAULT_ALLOC, allowed, 2);
+  sweep(BLK__FAULT_ALLOC, allowed, 2, 7, 0, NOPS - 1);
 }
 
 static void case_isend(void) {
   const int allowed[] = {BLK_EMPI};
-  sweep(BLK__FAULT_ISEND, allowed, 1);
+  sweep(BLK__FAULT_ISEND, allowed, 1, 7, 0, NOPS - 1);
+}
+
+/* all_to_all over 12 blocks with k = 2: three rounds (2, 2, 3), so items
+ * are forwarded, by reference inside a rank and packed across. */
+static void case_alloc_a2a(void) {
+  const int allowed[] = {BLK_ENOMEM, BLK_ECALLBACK};
+  sweep(BLK__FAULT_ALLOC, allowed, 2, 12, OP_A2A, OP_A2A_REF);
+}
+
+static void case_isend_a2a(void) {
+  const int allowed[] = {BLK_EMPI};
+  sweep(BLK__FAULT_ISEND, allowed, 1, 12, OP_A2A, OP_A2A_REF);
 }
 
 /* A swap round of messages of `bytes` each (above 16 KiB they travel as
@@ -681,7 +739,7 @@ static void case_missing(void) {
   CHECK_EQ_INT(rc, BLK_EINVAL);
   check_agreed(rc, want);
   T.fail_gid = T.fail_round = -1;
-  rc = blk_all_to_all(m, a, 2, 1, a2a_send, a2a_receive, NULL);
+  rc = blk_all_to_all(m, a, 2, 1, a2a_send, a2a_receive, &a2a_by_copy);
   CHECK_EQ_INT(rc, BLK_EINVAL);
   check_agreed(rc, want);
   /* Added late, the block makes the reduction work. */
@@ -972,6 +1030,10 @@ int main(int argc, char **argv) {
     case_alloc();
   else if (!strcmp(which, "isend"))
     case_isend();
+  else if (!strcmp(which, "alloc-a2a"))
+    case_alloc_a2a();
+  else if (!strcmp(which, "isend-a2a"))
+    case_isend_a2a();
   else if (!strcmp(which, "isend-twice"))
     case_stop(BLK__FAULT_ISEND, 2, 64);
   else if (!strcmp(which, "irecv"))

@@ -8,6 +8,8 @@
  *     past-end        dequeue more than the neighbour sent
  *     not-neighbour   dequeue from a gid that is not a link neighbour
  *     not-partner     enqueue in a reduction to a gid that is not an out-partner
+ *     view-past-end   blk_proxy_dequeue_view more than an all_to_all message
+ *                     sent by reference holds
  *     bad-input       no death: every bad argument returns its code (passes normally)
  */
 #include <blk/blk.h>
@@ -58,6 +60,24 @@ static int reduce_badly(void *b, blk_proxy *p, void *user) {
     CHECK_OK(blk_proxy_enqueue_gid(p, 999, &v, sizeof v));
   for (int i = 0; i < blk_proxy_out_count(p); i++) CHECK_OK(blk_proxy_enqueue(p, i, &v, sizeof v));
   return 0;
+}
+
+/* all_to_all: 8 bytes by reference to every block, read as 16 in place. */
+static const int64_t sent_pair[2] = {42, 43};
+
+static int send_ref(void *b, blk_proxy *p, void *user) {
+  (void)b;
+  int nblocks = *(const int *)user;
+  for (int g = 0; g < nblocks; g++)
+    CHECK_OK(blk_proxy_enqueue_ref_gid(p, g, &sent_pair[0], sizeof sent_pair[0]));
+  return 0;
+}
+
+static int view_badly(void *b, blk_proxy *p, void *user) {
+  (void)b;
+  (void)user;
+  const int64_t *v = blk_proxy_dequeue_view(p, 0, 2 * sizeof *v);
+  return v[1] == sent_pair[1] ? 0 : 1; /* not reached: the view stops the job */
 }
 
 static void bad_input(int size) {
@@ -151,6 +171,8 @@ int main(int argc, char **argv) {
     CHECK_OK(blk_partners_create(&p, BLK_MERGE, 1, &nblocks, 2, 1));
     CHECK_OK(blk_reduce(m, a, p, reduce_badly, NULL));
     blk_partners_destroy(p);
+  } else if (!strcmp(which, "view-past-end")) {
+    CHECK_OK(blk_all_to_all(m, a, 2, 1, send_ref, view_badly, &nblocks));
   } else {
     CHECK_OK(blk_master_foreach(m, send_one, NULL));
     CHECK_OK(blk_master_exchange(m));

@@ -1,12 +1,14 @@
 /* test_buffer_cache: what is kept, what is taken, and the limits, against a
  * bookkeeping of capacities done here; references to memory blk does not
- * own; then two threads giving and taking through a pool. */
+ * own, and giving one storage of its own; then two threads giving and
+ * taking through a pool. */
 #include <string.h>
 
-#include "blk/blk.h"
 #include "base/buffer_cache.h"
-#include "check.h"
+#include "base/fault.h"
 #include "base/thread.h"
+#include "blk/blk.h"
+#include "check.h"
 
 #define CHECK_SIZE(got, want)                                               \
   do {                                                                      \
@@ -160,9 +162,46 @@ static void references(void) {
   blk__buffer_cache_destroy(c);
 }
 
+/* own: a reference becomes a copy in storage of its own, read position
+ * and all, taken from the cache; owned storage is left as it is; no memory
+ * leaves the buffer empty with its sticky error. */
+static void owning(void) {
+  blk__buffer_cache *c;
+  CHECK_OK(blk__buffer_cache_create(&c, 4, (size_t)1 << 20));
+  static unsigned char bytes[6000];
+  for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 7);
+  blk_buffer spare = sized(8192);
+  unsigned char *spare_data = spare.data;
+  blk__buffer_cache_give(c, &spare);
+  blk_buffer r;
+  blk__buffer_ref(&r, bytes, sizeof bytes);
+  CHECK(blk_buffer_read_view(&r, 10) == bytes);
+  CHECK_OK(blk__buffer_cache_own(c, &r));
+  CHECK(!blk__buffer_is_ref(&r) && r.data == spare_data); /* the cache's, not new memory */
+  CHECK_SIZE(r.size, sizeof bytes);
+  CHECK_SIZE(r.pos, 10);
+  CHECK(!memcmp(r.data, bytes, sizeof bytes));
+  CHECK_OK(blk_buffer_write(&r, "more", 4)); /* its own: it may grow */
+  unsigned char *owned = r.data;
+  CHECK_OK(blk__buffer_cache_own(c, &r));
+  CHECK(r.data == owned && r.size == sizeof bytes + 4);
+  blk_buffer_free(&r);
+  blk__buffer_ref(&r, bytes, 0); /* an empty reference */
+  CHECK_OK(blk__buffer_cache_own(c, &r));
+  CHECK_SIZE(r.size, 0);
+  blk_buffer_free(&r);
+  blk__buffer_ref(&r, bytes, sizeof bytes);
+  blk__fault_arm(BLK__FAULT_ALLOC, 1, 1);
+  CHECK_EQ_INT(blk__buffer_cache_own(NULL, &r), BLK_ENOMEM);
+  blk__fault_arm(BLK__FAULT_ALLOC, 0, 0);
+  CHECK(r.data == NULL && r.size == 0 && blk_buffer_error(&r) == BLK_ENOMEM);
+  blk__buffer_cache_destroy(c);
+}
+
 int main(void) {
   keeps_and_takes();
   references();
+  owning();
   limits();
   threads();
   printf("test_buffer_cache: ok\n");
