@@ -32,7 +32,7 @@
  * array, the floor of the rounds that stay inside a rank.
  *
  *   mpiexec -n 2 blk-bench [--sizes 16:16M:4] [--blocks-per-rank 1] [--k 2]
- *       [--halving] [--threads 1] [--reps N] [--warmup N] [--patterns LIST]
+ *       [--halving] [--threads 1|auto] [--reps N] [--warmup N] [--patterns LIST]
  *       [--mpi-only | --blk-only] [--csv FILE] [--json FILE]
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
@@ -116,6 +116,7 @@ typedef struct row {
 typedef struct bench {
   options o;
   int rank, size, nblocks;
+  int threads; /* blk's threads on this rank (--threads auto: what it came to) */
   blk_master *m;
   blk_assigner *a;
   int pattern;
@@ -701,10 +702,10 @@ static void print_header(const bench *b, int pattern) {
   printf("\n### %s: %s vs %s\n\n", patterns[pattern].name, patterns[pattern].blk,
          patterns[pattern].mpi);
   printf(
-      "%d ranks x %d blocks per rank, k = %d%s, %d thread%s per rank; block array = bytes / "
+      "%d ranks x %d blocks per rank, k = %d%s, %d thread%s per rank%s; block array = bytes / "
       "%d%s\n\n",
-      b->size, b->o.blocks_per_rank, b->o.k, order, b->o.threads, b->o.threads > 1 ? "s" : "",
-      b->o.blocks_per_rank,
+      b->size, b->o.blocks_per_rank, b->o.k, order, b->threads, b->threads > 1 ? "s" : "",
+      b->o.threads == BLK_THREADS_AUTO ? " (auto)" : "", b->o.blocks_per_rank,
       pattern == ALL_TO_ALL ? ", each block sends block bytes / nblocks to every block" : "");
   printf(
       "| bytes | block bytes | repetitions | blk t_min[usec] | blk t_max[usec] | blk t_avg[usec] "
@@ -777,7 +778,7 @@ static void write_file(const bench *b, const row *rows, int nrows, int json) {
               "\"blocks_per_rank\": %d, \"k\": %d, \"halving\": %d, \"threads\": %d, "
               "\"bytes\": %zu, \"block_bytes\": %zu, \"repetitions\": %d",
               patterns[r->pattern].name, patterns[r->pattern].blk, patterns[r->pattern].mpi,
-              b->size, b->o.blocks_per_rank, b->o.k, b->o.halving, b->o.threads, r->bytes,
+              b->size, b->o.blocks_per_rank, b->o.k, b->o.halving, b->threads, r->bytes,
               r->block_bytes, r->reps);
       static const char *names[8] = {"blk_t_min_usec", "blk_t_max_usec", "blk_t_avg_usec",
                                      "mpi_t_min_usec", "mpi_t_max_usec", "mpi_t_avg_usec",
@@ -793,7 +794,7 @@ static void write_file(const bench *b, const row *rows, int nrows, int json) {
     } else {
       fprintf(f, "%s,%s,%s,%d,%d,%d,%d,%d,%zu,%zu,%d", patterns[r->pattern].name,
               patterns[r->pattern].blk, patterns[r->pattern].mpi, b->size, b->o.blocks_per_rank,
-              b->o.k, b->o.halving, b->o.threads, r->bytes, r->block_bytes, r->reps);
+              b->o.k, b->o.halving, b->threads, r->bytes, r->block_bytes, r->reps);
       for (int j = 0; j < 7; j++) {
         if (isnan(v[j]))
           fprintf(f, ",");
@@ -821,7 +822,8 @@ static const char usage[] =
     "  --k K                            radix of blk's rounds (default 2)\n"
     "  --halving                        all_to_all in halving order (default contiguous);\n"
     "                                   the array collectives fix their order\n"
-    "  --threads T                      blk's threads per rank (default 1)\n"
+    "  --threads T | auto               blk's threads per rank (default 1; auto: what\n"
+    "                                   BLK_THREADS_AUTO, blk's default, comes to)\n"
     "  --reps N                         timed repetitions (default by size: 1 GiB / bytes,\n"
     "                                   between 50 and 2000)\n"
     "  --warmup N                       untimed repetitions first (default reps / 10, >= 2)\n"
@@ -907,7 +909,7 @@ static int parse(options *o, int argc, char **argv, int rank) {
     else if (!strcmp(a, "--k") && v)
       ok = (o->k = atoi(v)) >= 2;
     else if (!strcmp(a, "--threads") && v)
-      ok = (o->threads = atoi(v)) >= 1;
+      ok = !strcmp(v, "auto") ? (o->threads = BLK_THREADS_AUTO) != 0 : (o->threads = atoi(v)) >= 1;
     else if (!strcmp(a, "--reps") && v)
       ok = (o->reps = atoi(v)) >= 1;
     else if (!strcmp(a, "--warmup") && v)
@@ -956,6 +958,7 @@ int main(int argc, char **argv) {
   mc.threads = o->threads;
   mc.destroy = destroy_block;
   if (blk_master_create(&b->m, MPI_COMM_WORLD, &mc)) die(b, "master: %s", blk_last_error());
+  b->threads = blk_master_threads(b->m); /* what auto came to (rank 0's, in the output) */
   int *gids = xmalloc((size_t)b->nblocks * sizeof *gids);
   int nlocal = blk_assigner_local_gids(b->a, b->rank, gids, b->nblocks);
   for (int i = 0; i < nlocal; i++) {
@@ -971,10 +974,10 @@ int main(int argc, char **argv) {
 
   if (b->rank == 0) {
     printf(
-        "blk-bench: %d ranks x %d blocks per rank (%d blocks), k = %d, %d thread%s per rank, "
+        "blk-bench: %d ranks x %d blocks per rank (%d blocks), k = %d, %d thread%s per rank%s, "
         "MPI thread level %d\n",
-        b->size, o->blocks_per_rank, b->nblocks, o->k, o->threads, o->threads > 1 ? "s" : "",
-        provided);
+        b->size, o->blocks_per_rank, b->nblocks, o->k, b->threads, b->threads > 1 ? "s" : "",
+        o->threads == BLK_THREADS_AUTO ? " (auto)" : "", provided);
     printf(
         "bytes = bytes per rank = the MPI message size (MPI_Alltoall: the whole send buffer); "
         "each block's array is bytes / %d.\n",

@@ -66,8 +66,9 @@ typedef enum blk_arrays_algorithm {
  * grow with log(ranks). */
 #define BLK_ARRAYS_SPLIT_BYTES 131072
 
-/* Returns the block's array (count elements). Called on pool threads with
- * the block loaded. */
+/* Returns the block's array (count elements). Called with the block
+ * loaded, on pool threads or on the master's thread, never while another
+ * call for the same block runs; it must only return the pointer. */
 typedef void *(*blk_array_fn)(void *block, int gid, void *user);
 
 /* The settings of one collective; start from BLK_ARRAYS_INIT (or

@@ -11,7 +11,7 @@
  *
  * Threads: every blk_master_* function is called by the one thread that
  * created the master (the only thread that makes MPI calls); callbacks run on
- * the pool.
+ * the pool, or on that thread where handing them over would not pay.
  *
  * Collectives: create, destroy, decompose, foreach, exchange (and the
  * reductions of reduce.h, all_to_all.h and arrays.h) are collective over the
@@ -82,7 +82,7 @@ typedef void (*blk_stop_fn)(const char *message, void *user);
  * needs create, destroy, save and load (docs/out-of-core.md). */
 typedef struct blk_master_config {
   unsigned int version;         /* BLK_MASTER_CONFIG_VERSION, set by the initialisers */
-  int threads;                  /* callbacks at once; 1 runs them on the caller */
+  int threads;                  /* threads for callbacks; 1: the caller's; BLK_THREADS_AUTO */
   blk_block_create_fn create;   /* needed by blk_master_decompose and out-of-core */
   blk_block_destroy_fn destroy; /* NULL: blk never frees blocks (caller owns them) */
   blk_block_save_fn save;       /* out-of-core only */
@@ -106,14 +106,28 @@ typedef struct blk_master_config {
 /* The layout of blk_master_config in this header. */
 #define BLK_MASTER_CONFIG_VERSION 1u
 
-/* The defaults: 1 thread, in-core; out-of-core settings chosen from the
- * measurements in docs/compression.md: zstd level 1 after an 8-byte shuffle
- * (right for doubles, and within 2% of the best for floats), queues of 4 KiB
- * and more go out with their block. */
+/* threads = BLK_THREADS_AUTO (the default): as many threads as this rank has
+ * processors to itself, counted when the master is created: each processor
+ * the rank may run on (its affinity) counts 1 / the number of ranks on its
+ * node (MPI_COMM_TYPE_SHARED) that may run on it too, and the sum is rounded
+ * down, at least 1. So one rank on a node uses every core, ranks bound to
+ * cores of their own use theirs, and 2 ranks sharing 2 cores use 1 thread
+ * each. If that is more than 1 but MPI was initialised with less than
+ * MPI_THREAD_FUNNELED, it is 1 (an explicit threads > 1 fails instead).
+ * blk_master_threads() says what it came to. With threads > 1 the driver
+ * still runs short callbacks itself and hands them to the pool only where
+ * that pays (docs/architecture.md), so more threads never cost the short
+ * operations a hand-off each. */
+#define BLK_THREADS_AUTO (-1)
+
+/* The defaults: BLK_THREADS_AUTO threads, in-core; out-of-core settings
+ * chosen from the measurements in docs/compression.md: zstd level 1 after an
+ * 8-byte shuffle (right for doubles, and within 2% of the best for floats),
+ * queues of 4 KiB and more go out with their block. */
 #define BLK_MASTER_CONFIG_INIT                                                                   \
   {                                                                                              \
-    BLK_MASTER_CONFIG_VERSION, 1, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, 1, 8, 4096, \
-        NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL                                                  \
+    BLK_MASTER_CONFIG_VERSION, BLK_THREADS_AUTO, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, \
+        0, 1, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL                                   \
   }
 
 /* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION
@@ -129,17 +143,18 @@ int blk_master_config_init(blk_master_config *cfg, unsigned int version);
 /* Creates a master on a duplicate of comm. cfg may be NULL for defaults; each
  * rank may pass its own (a spill directory per node), and a setting that fails
  * on one rank fails the create on every rank (*out is NULL on all of them).
- * Collective over comm. Errors: BLK_EINVAL (out is NULL, a config version this
- * blk does not know (a config not made by BLK_MASTER_CONFIG_INIT or
- * blk_master_config_init has version 0), threads < 1, log_level not
- * BLK_LOG_DEFAULT or a level, a budget without the create/destroy/save/load
- * callbacks, mem_bytes without size, a BLK_FAULT value that cannot be read),
- * BLK_EIO (the spill directory does not exist or is not writable; the detail
- * names it and the rank), BLK_ETHREADLEVEL (threads > 1 but MPI was initialised
- * with less than MPI_THREAD_FUNNELED), BLK_EMPI, BLK_ENOMEM. Two are returned
- * only where they are found, since nothing can be agreed without them:
- * BLK_ESTATE when MPI is not initialised and BLK_EINVAL when comm is
- * MPI_COMM_NULL. */
+ * Collective over comm (BLK_THREADS_AUTO is counted with the other ranks of
+ * the node, whatever each rank's own setting). Errors: BLK_EINVAL (out is
+ * NULL, a config version this blk does not know (a config not made by
+ * BLK_MASTER_CONFIG_INIT or blk_master_config_init has version 0), threads < 1
+ * other than BLK_THREADS_AUTO, log_level not BLK_LOG_DEFAULT or a level, a
+ * budget without the create/destroy/save/load callbacks, mem_bytes without
+ * size, a BLK_FAULT value that cannot be read), BLK_EIO (the spill directory
+ * does not exist or is not writable; the detail names it and the rank),
+ * BLK_ETHREADLEVEL (threads > 1 but MPI was initialised with less than
+ * MPI_THREAD_FUNNELED), BLK_EMPI, BLK_ENOMEM. Two are returned only where they
+ * are found, since nothing can be agreed without them: BLK_ESTATE when MPI is
+ * not initialised and BLK_EINVAL when comm is MPI_COMM_NULL. */
 int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *cfg);
 
 /* Destroys the blocks (through cfg.destroy), the threads and the duplicated
@@ -151,6 +166,10 @@ void blk_master_destroy(blk_master *m);
 /* This rank and the number of ranks in the master's communicator. */
 int blk_master_rank(const blk_master *m);
 int blk_master_size(const blk_master *m);
+
+/* The callbacks this rank's master runs at once: cfg.threads, or what
+ * BLK_THREADS_AUTO came to. Any time on the master's thread. */
+int blk_master_threads(const blk_master *m);
 
 /* The master's own (duplicated) communicator, for an application that wants
  * to run its own collectives beside blk's. Do not free it. */
@@ -198,8 +217,9 @@ const blk_link *blk_master_links(const blk_master *m, int lid, int *count);
  * BLK_ECALLBACK naming it. */
 typedef int (*blk_foreach_fn)(void *block, blk_proxy *proxy, void *user);
 
-/* Runs fn once on every local block, in parallel on the pool (one block's
- * callbacks never run at once). Collective (every rank calls it, also one
+/* Runs fn once on every local block, in parallel on the pool where that
+ * pays, else on the calling thread (one block's callbacks never run at
+ * once; docs/architecture.md says how blk chooses). Collective (every rank calls it, also one
  * without blocks), so that a failure anywhere is every rank's: it costs one
  * agreement, 2 log2(ranks) small messages (docs/performance.md has the
  * figures).

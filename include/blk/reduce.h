@@ -10,7 +10,8 @@
  * What a block enqueues leaves when its callback returns.
  *
  * Threads and collectives as for blk_master_exchange: called by the master's
- * thread on every rank, callbacks on the pool, one block at a time.
+ * thread on every rank, callbacks on the pool or, where handing them over
+ * does not pay, on the master's thread; one block at a time.
  */
 #ifndef BLK_REDUCE_H
 #define BLK_REDUCE_H

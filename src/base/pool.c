@@ -56,6 +56,14 @@
  *
  * With one thread there are no workers; submit runs the task on the caller
  * and puts the arg straight into `finished`.
+ *
+ * What a hand-off costs (blk__pool_handoff_ns), measured on the tasks
+ * themselves so that the scheduler can tell when handing a callback over
+ * pays (runtime/schedule.c): the pickup (submit to start) of tasks that found
+ * a worker asleep, and the return (finish to collect) of tasks the driver
+ * was waiting for. Each is an exponentially weighted average, updated under
+ * the lock; a pickup by a spinning worker, or of a task that had to queue
+ * behind busy workers, says nothing about a wake-up and is not counted.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -76,11 +84,22 @@
 #define MIN_RING ((size_t)16)
 #define SPIN_NS 30000L /* how long a waiter polls before it sleeps (see above) */
 #define SPIN_POLLS 16  /* polls between clock reads and yields (~0.5 us of PAUSEs on Zen 5) */
+/* Hand-off costs assumed until measured: a condition-variable wake-up each
+ * way, as on the 2-vCPU VM of docs/performance.md (a round trip took 59-67 us). */
+#define PICKUP_NS_GUESS 30000L
+#define RETURN_NS_GUESS 30000L
 
 typedef struct task {
   void (*fn)(void *arg);
   void *arg;
+  int64_t submitted; /* blk__now_ns() at submit */
+  int woke;          /* a sleeping worker had to be woken for it */
 } task;
+
+typedef struct finished_task {
+  void *arg;
+  int64_t ended; /* blk__now_ns() when it finished */
+} finished_task;
 
 struct blk__pool {
   int nthreads;
@@ -92,6 +111,7 @@ struct blk__pool {
   blk__cond *done; /* the driver waits here */
   int stopping;
   int spinning, sleeping; /* workers polling work_seq, waiting on `work` */
+  int signaled;           /* sleepers signaled and not yet awake (for the measurements) */
   int driver_asleep;      /* the driver waits on `done` */
   atomic_ulong work_seq;  /* bumped when work is published */
   atomic_ulong done_seq;  /* bumped when a task finishes */
@@ -104,10 +124,19 @@ struct blk__pool {
   size_t cap; /* capacity of both rings */
   task *queue;
   size_t queue_head, queue_count;
-  void **finished;
+  finished_task *finished;
   size_t finished_head, finished_count;
   size_t outstanding;
+
+  /* Measured hand-off costs (see the top), in ns; < 0: not yet. */
+  int64_t pickup_ns, return_ns;
 };
+
+/* An exponentially weighted average over about the last 4 samples. */
+static void average_in(int64_t *avg, int64_t sample) {
+  if (sample < 0) sample = 0;
+  *avg = *avg < 0 ? sample : *avg + (sample - *avg) / 4;
+}
 
 /* Tells the CPU this is a spin-wait loop (x86's PAUSE lowers the cost of
  * polling and of leaving the loop); elsewhere just a compiler barrier. */
@@ -176,11 +205,13 @@ static void worker_main(void *arg) {
       task t = p->queue[p->queue_head];
       p->queue_head = (p->queue_head + 1) % p->cap;
       p->queue_count--;
+      if (t.woke) average_in(&p->pickup_ns, blk__now_ns() - t.submitted);
       blk__mutex_unlock(p->lock);
       t.fn(t.arg);
-      spin_until = blk__now_ns() + SPIN_NS;
+      int64_t ended = blk__now_ns();
+      spin_until = ended + SPIN_NS;
       blk__mutex_lock(p->lock);
-      p->finished[(p->finished_head + p->finished_count) % p->cap] = t.arg;
+      p->finished[(p->finished_head + p->finished_count) % p->cap] = (finished_task){t.arg, ended};
       p->finished_count++;
       bump(&p->done_seq);
       if (p->driver_asleep) blk__cond_signal(p->done);
@@ -198,6 +229,7 @@ static void worker_main(void *arg) {
       p->sleeping++;
       blk__cond_wait(p->work, p->lock);
       p->sleeping--;
+      if (p->signaled > 0) p->signaled--;
     }
   }
   blk__mutex_unlock(p->lock);
@@ -231,6 +263,7 @@ int blk__pool_create(blk__pool **out, int nthreads, const blk__context *context)
   if (!p) return blk__fail(BLK_ENOMEM, "pool: cannot allocate a pool of %d threads", nthreads);
   p->nthreads = nthreads;
   p->context = context;
+  p->pickup_ns = p->return_ns = -1;
   atomic_init(&p->work_seq, 0);
   atomic_init(&p->done_seq, 0);
   int rc = blk__mutex_create(&p->lock);
@@ -289,7 +322,7 @@ static int grow_rings(blk__pool *p) {
     cap *= 2;
   }
   task *queue = blk__malloc(cap * sizeof *queue);
-  void **finished = blk__malloc(cap * sizeof *finished);
+  finished_task *finished = blk__malloc(cap * sizeof *finished);
   if (!queue || !finished) {
     free(queue);
     free(finished);
@@ -300,7 +333,7 @@ static int grow_rings(blk__pool *p) {
   for (size_t k = 0; k < p->finished_count; k++)
     finished[k] = p->finished[(p->finished_head + k) % p->cap];
   task *old_queue = p->queue;
-  void **old_finished = p->finished;
+  finished_task *old_finished = p->finished;
   p->queue = queue;
   p->finished = finished;
   p->queue_head = 0;
@@ -321,18 +354,24 @@ int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
   if (p->nthreads == 1) {
     fn(arg);
     blk__mutex_lock(p->lock);
-    p->finished[(p->finished_head + p->finished_count) % p->cap] = arg;
+    p->finished[(p->finished_head + p->finished_count) % p->cap] = (finished_task){arg, 0};
     p->finished_count++;
     blk__mutex_unlock(p->lock);
     return 0;
   }
+  int64_t now = blk__now_ns();
   blk__mutex_lock(p->lock);
-  p->queue[(p->queue_head + p->queue_count) % p->cap] = (task){fn, arg};
-  p->queue_count++;
-  bump(&p->work_seq);
   /* Each spinning worker takes a task without being woken; wake a sleeper
    * only for a task they would leave queued. */
-  if (p->sleeping > 0 && p->queue_count > (size_t)p->spinning) blk__cond_signal(p->work);
+  int wake = p->sleeping > 0 && p->queue_count + 1 > (size_t)p->spinning;
+  /* Its pickup measures a wake-up only if a sleeper not yet signaled is
+   * woken for it (later tasks wait for a worker to be free). */
+  int woke = wake && p->sleeping > p->signaled;
+  p->signaled += woke;
+  p->queue[(p->queue_head + p->queue_count) % p->cap] = (task){fn, arg, now, woke};
+  p->queue_count++;
+  bump(&p->work_seq);
+  if (wake) blk__cond_signal(p->work);
   blk__mutex_unlock(p->lock);
   p->may_spin = 1;
   return 0;
@@ -341,6 +380,7 @@ int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
 size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns) {
   if (max == 0 || p->outstanding == 0) return 0;
   blk__mutex_lock(p->lock);
+  int waited = p->finished_count == 0;
   if (p->finished_count == 0 && timeout_ns != 0) {
     /* Something is outstanding, so a worker will finish it and bump or
      * signal. The deadline counts from before the spin. */
@@ -355,8 +395,11 @@ size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns)
   }
   check_panic(p);
   size_t n = p->finished_count < max ? p->finished_count : max;
+  /* The driver was waiting: how long the first one took to reach it. */
+  if (waited && n > 0 && p->nthreads > 1)
+    average_in(&p->return_ns, blk__now_ns() - p->finished[p->finished_head].ended);
   for (size_t k = 0; k < n; k++) {
-    done[k] = p->finished[p->finished_head];
+    done[k] = p->finished[p->finished_head].arg;
     p->finished_head = (p->finished_head + 1) % p->cap;
   }
   p->finished_count -= n;
@@ -368,4 +411,13 @@ size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns)
 
 size_t blk__pool_outstanding(const blk__pool *p) {
   return p->outstanding;
+}
+
+int64_t blk__pool_handoff_ns(blk__pool *p) {
+  if (p->nthreads == 1) return 0;
+  blk__mutex_lock(p->lock);
+  int64_t pickup = p->pickup_ns < 0 ? PICKUP_NS_GUESS : p->pickup_ns;
+  int64_t back = p->return_ns < 0 ? RETURN_NS_GUESS : p->return_ns;
+  blk__mutex_unlock(p->lock);
+  return pickup + back;
 }

@@ -25,6 +25,7 @@
 #define BLK_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/context.h"
 
@@ -66,5 +67,12 @@ size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns)
 
 /* Tasks submitted but not yet collected (running, queued or finished). */
 size_t blk__pool_outstanding(const blk__pool *p);
+
+/* What handing a task to a worker that sleeps costs the driver, in ns: the
+ * measured wake-up of a sleeping worker (submit to start) plus the measured
+ * wait of the driver for a finished task (finish to collect), each averaged
+ * over the last few tasks that paid it; a guess of a virtual machine's
+ * condition-variable wake-ups until there are samples. 0 with T == 1. */
+int64_t blk__pool_handoff_ns(blk__pool *p);
 
 #endif

@@ -578,7 +578,7 @@ static void digits(a2a *s) {
 
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user) {
-  static const blk__driver driver = {"all_to_all", needs_block, 1};
+  static const blk__driver driver = {"all_to_all", needs_block, 1, NULL};
   if (!m) return blk__fail(BLK_EINVAL, "all_to_all: the master is NULL");
   if (!a || !send_fn || !receive_fn)
     return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");

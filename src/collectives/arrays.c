@@ -20,11 +20,18 @@
  *     whole arrays per round: R (alpha + (k-1) (beta + gamma) m).
  *   SPLIT all-reduce: 2R rounds; round e moves (k_e - 1)/k_e of a share that
  *     shrinks by k_e each round: 2 (alpha R + beta m (n-1)/n) per block.
- * Every byte sent is copied once into its message; a received byte is read
- * once (summed or copied into the array).
+ * Copies: in-core, a message refers to the sender's array wherever the
+ * sender does not write it before the operation ends (merge, broadcast,
+ * SPLIT, TREE's broadcast half, and TREE's merge half to a parent on the
+ * same rank); elsewhere (BUTTERFLY, TREE's merge half across ranks,
+ * out-of-core) every byte sent is copied once into its message. A received
+ * byte is read once (summed or copied into the array), except a
+ * broadcasting round's message from another rank, which is received
+ * straight into the array (place_array).
  */
 #include "blk/arrays.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +51,12 @@ typedef struct job {
   const blk_partners *p;
   int nblocks;
   size_t elem;
-  int copy;   /* tree rounds copy what arrives (broadcasting) instead of combining */
-  int by_ref; /* messages refer to the block's array instead of copying it */
+  int copy;       /* tree rounds copy what arrives (broadcasting) instead of combining */
+  int by_ref;     /* messages refer to the block's array instead of copying it */
+  int place_from; /* from this round a message from another rank lands in the array */
 } job;
+
+#define NO_PLACE INT_MAX
 
 /* Out queue i gets the n bytes at data: a reference when the pattern never
  * changes what it sent before the operation ends (see by_ref), else a copy. */
@@ -110,9 +120,9 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
     if (blk_proxy_in_gid(p, i) == gid) continue; /* own data is in place */
     check_size(p, i, bytes);
     const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
-    if (j->copy)
-      memcpy(a, in, bytes);
-    else
+    if (j->copy) {
+      if (in != a) memcpy(a, in, bytes); /* (received in place: place_array) */
+    } else
       blk__combine(j->spec->type, j->spec->op, a, in, j->spec->count);
   }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
@@ -287,22 +297,93 @@ static int refs_allowed(const blk_master *m) {
   return !blk__budget_active(&m->budget);
 }
 
+/* A broadcasting round's message from another rank is the whole array a
+ * tree round would copy into the block's array: it is received there
+ * instead (blk__driver.place), which saves that copy. Such a round has one
+ * in-partner besides the block itself (its parent), and the array is not
+ * read or written before the round's callback runs. */
+static void *place_array(void *block, int gid, int round, size_t bytes, void *user) {
+  const job *j = user;
+  if (round < j->place_from || bytes != j->spec->count * j->elem) return NULL;
+  return array_of(j, block, gid);
+}
+
 /* The reduction as the array collectives run it: their round functions
  * return blk's codes (an enqueue that found no memory) as they are. */
 static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
-                  void *j) {
-  static const blk__driver driver = {"arrays", NULL, 1};
-  return blk__reduce_run(m, a, p, fn, j, &driver);
+                  job *j) {
+  static const blk__driver driver = {"arrays", NULL, 1, NULL};
+  static const blk__driver placing = {"arrays", NULL, 1, place_array};
+  return blk__reduce_run(m, a, p, fn, j, j->place_from == NO_PLACE ? &driver : &placing);
 }
 
-/* Makes the partners of a pattern; if that fails on this rank, the others
- * may already be under way, so this rank takes part, failed (*rc is then the
- * operation's agreed code and NULL is returned). */
-static blk_partners *partners(blk_master *m, blk_pattern pattern, int n, int k, int contiguous,
-                              int *rc) {
+/* Partners are made once per pattern and kept by the master for the calls
+ * that follow (they never change once made): making them allocates, and on
+ * one rank that was a fifth of a small collective. A few are kept, the
+ * least recently used one making room. */
+#define KEPT_PARTNERS 6
+
+typedef struct kept_partners {
+  struct {
+    blk_partners *p;
+    int pattern, n, k, contiguous; /* pattern -1: SPLIT's gather, the scatter's rounds reversed */
+    unsigned used;
+  } e[KEPT_PARTNERS];
+  unsigned clock;
+} kept_partners;
+
+static void kept_partners_free(void *mem) {
+  kept_partners *kp = mem;
+  for (int i = 0; i < KEPT_PARTNERS; i++) blk_partners_destroy(kp->e[i].p);
+  free(kp);
+}
+
+/* The partners of SPLIT's gather: the rounds of scatter (the swap partners
+ * in halving order) backwards. */
+static int make_gather(blk_partners **out, const blk_partners *scatter, int n) {
+  int R = blk_partners_rounds(scatter), radices[64], axes[64] = {0};
+  for (int e = 0; e < R; e++) radices[e] = blk_partners_round_radix(scatter, R - 1 - e);
+  return blk_partners_create_rounds(out, BLK_SWAP, 1, &n, R, axes, radices, 1);
+}
+
+/* The partners of a pattern (pattern -1: the gather of `scatter`), kept by
+ * the master: the caller must not destroy them. If they cannot be made on
+ * this rank, the others may already be under way, so this rank takes part,
+ * failed (*rc is then the operation's agreed code and NULL is returned). */
+static blk_partners *partners(blk_master *m, int pattern, int n, int k, int contiguous,
+                              const blk_partners *scatter, int *rc) {
+  static const char owner = 0;
+  blk__kept *kept = blk__op_kept(&m->op, &owner, kept_partners_free);
+  kept_partners *kp = kept->mem;
+  if (!kp && !(kp = kept->mem = blk__calloc(1, sizeof *kp))) {
+    *rc =
+        blk__reduce_abort(m, blk__fail(BLK_ENOMEM, "arrays: no memory to keep partners"), "arrays");
+    return NULL;
+  }
+  int slot = 0;
+  for (int i = 0; i < KEPT_PARTNERS; i++) {
+    if (kp->e[i].p && kp->e[i].pattern == pattern && kp->e[i].n == n && kp->e[i].k == k &&
+        kp->e[i].contiguous == contiguous) {
+      kp->e[i].used = ++kp->clock;
+      *rc = BLK_OK;
+      return kp->e[i].p;
+    }
+    if (kp->e[i].used < kp->e[slot].used) slot = i;
+  }
   blk_partners *p = NULL;
-  if ((*rc = blk_partners_create(&p, pattern, 1, &n, k, contiguous)))
+  *rc = pattern < 0 ? make_gather(&p, scatter, n)
+                    : blk_partners_create(&p, (blk_pattern)pattern, 1, &n, k, contiguous);
+  if (*rc) {
     *rc = blk__reduce_abort(m, *rc, "arrays");
+    return NULL;
+  }
+  blk_partners_destroy(kp->e[slot].p);
+  kp->e[slot].p = p;
+  kp->e[slot].pattern = pattern;
+  kp->e[slot].n = n;
+  kp->e[slot].k = k;
+  kp->e[slot].contiguous = contiguous;
+  kp->e[slot].used = ++kp->clock;
   return p;
 }
 
@@ -313,12 +394,10 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, pattern, n, spec->k, contiguous, &rc);
+  blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, NULL, &rc);
   if (!p) return rc;
-  job j = {spec, p, n, elem, copy, refs_allowed(m)};
-  rc = reduce(m, a, p, fn, &j);
-  blk_partners_destroy(p);
-  return rc;
+  job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE};
+  return reduce(m, a, p, fn, &j);
 }
 
 /* The tree all-reduce needs to know, per round, whether it is merging or
@@ -326,15 +405,27 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
 typedef struct tree_job {
   job j;
   int half; /* rounds <= half merge */
+  const blk_assigner *a;
+  int me; /* this rank */
 } tree_job;
 
+/* A block that sent its array up gets it overwritten on the way down, in
+ * the same operation. To a parent on another rank the merge half sends a
+ * copy: MPI must not see a send buffer written before its send completes,
+ * and the down message may land in the array first (place_array). To a
+ * parent on this rank a reference is enough: the parent reads it in its
+ * next round, and the array is written only in the broadcast round the
+ * parent starts after that. */
 static int tree_allreduce_round(void *block, blk_proxy *p, void *user) {
-  tree_job *t = user;
+  tree_job *t = (tree_job *)user; /* (reduce() passes its first member) */
   job j = t->j;
   j.copy = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
-  /* A block that sent its array up gets it overwritten on the way down, in
-   * the same operation, so only the broadcast half may send references. */
-  j.by_ref = j.by_ref && j.copy;
+  if (j.copy || !j.by_ref) return tree_round(block, p, &j);
+  int nout = blk_proxy_out_count(p), remote = 0;
+  for (int i = 0; i < nout; i++)
+    remote |= blk_proxy_out_gid(p, i) != blk_proxy_gid(p) &&
+              blk_assigner_rank(t->a, blk_proxy_out_gid(p, i)) != t->me;
+  j.by_ref = !remote; /* (a merge round sends to one parent) */
   return tree_round(block, p, &j);
 }
 
@@ -372,34 +463,26 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(a, spec);
   int n = blk_assigner_nblocks(a);
   if (alg == BLK_ARRAYS_BUTTERFLY) {
-    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
+    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, NULL, &rc);
     if (!p) return rc;
-    job j = {spec, p, n, elem, 0, 0}; /* each round changes what the last one sent */
-    rc = reduce(m, a, p, butterfly_round, &j);
-    blk_partners_destroy(p);
-    return rc;
+    job j = {spec, p, n, elem, 0, 0, NO_PLACE}; /* each round changes what the last one sent */
+    return reduce(m, a, p, butterfly_round, &j);
   }
   if (alg == BLK_ARRAYS_TREE) {
-    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, &rc);
+    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, NULL, &rc);
     if (!p) return rc;
-    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m)}, blk_partners_rounds(p) / 2};
-    rc = reduce(m, a, p, tree_allreduce_round, &t);
-    blk_partners_destroy(p);
-    return rc;
+    int half = blk_partners_rounds(p) / 2;
+    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1}, half, a, blk_master_rank(m)};
+    return reduce(m, a, p, tree_allreduce_round, &t.j);
   }
   /* Reduce-scatter in halving order, then the same groups backwards. Both
    * halves run on every rank, or neither: a failed first half is agreed. */
-  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, &rc);
+  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, NULL, &rc);
   if (!p) return rc;
-  int R = blk_partners_rounds(p), radices[64], axes[64] = {0};
-  for (int e = 0; e < R; e++) radices[e] = blk_partners_round_radix(p, R - 1 - e);
-  job j = {spec, p, n, elem, 0, refs_allowed(m)};
+  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE};
   rc = reduce(m, a, p, scatter_round, &j);
-  blk_partners *back = NULL;
-  if (!rc && (rc = blk_partners_create_rounds(&back, BLK_SWAP, 1, &n, R, axes, radices, 1)))
-    rc = blk__reduce_abort(m, rc, "arrays");
-  if (!rc) rc = reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
-  blk_partners_destroy(back);
-  blk_partners_destroy(p);
-  return rc;
+  if (rc) return rc;
+  blk_partners *back = partners(m, -1, n, spec->k, 0, p, &rc);
+  if (!back) return rc;
+  return reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
 }

@@ -83,14 +83,15 @@ static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
     f.codes[i] = 0;
     f.whys[i] = NULL;
   }
-  if (blk__sched_init(&s, &m->budget, m->pool, &m->op, foreach_one, NULL, argp)) {
+  if (blk__sched_init(&s, &m->budget, m->pool, &m->op, (blk__task_kind)fn, foreach_one, NULL,
+                      argp)) {
     blk__op_fail(&m->op, BLK_ENOMEM, -1, m->exchanges, "%s", blk_last_error());
     goto exit;
   }
   sched = 1;
   s.on_error = foreach_load_failed;
   s.on_error_ctx = m;
-  for (int i = 0; i < nblocks; i++) blk__sched_ready(&s, i, 1);
+  for (int i = 0; i < nblocks; i++) blk__sched_ready(&s, i, 0, 1);
   int left = nblocks;
   while (left > 0) {
     blk__sched_pump(&s);

@@ -140,7 +140,7 @@ static void mark_ready(rstate *s, rblock *b) {
   if (b->arrived < b->nin) return;
   b->busy = 1;
   b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
-  blk__sched_ready(&s->sched, b->lid, b->with_block);
+  blk__sched_ready(&s->sched, b->lid, b->round, b->with_block);
 }
 
 /* A message for a block that is swapped out goes to storage too, if large,
@@ -275,6 +275,24 @@ static void receive(rstate *s, int dst_gid, int src_gid, int round, blk_buffer *
 
 static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
   receive(ctx, msg->dst_gid, msg->src_gid, msg->key, payload, msg->flags);
+}
+
+/* Where a payload from another rank is received: in the block's own memory
+ * when the driver says so (blk__driver.place), for the round the block
+ * waits in and a slot still empty: the block cannot run that round before
+ * the message is whole. In-core only (the block must stay in memory). */
+static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
+  rstate *s = ctx;
+  if (blk__budget_active(&s->m->budget)) return 0;
+  int lid = blk__table_lid(&s->m->table, msg->dst_gid);
+  if (lid < 0) return 0;
+  rblock *b = &s->rb[lid];
+  if (b->failed || b->busy || msg->key != b->round || slot_of(b, msg->src_gid) < 0) return 0;
+  void *at = s->d->place(blk__table_at(&s->m->table, lid)->data, b->gid, b->round,
+                         (size_t)msg->size, s->user);
+  if (!at) return 0;
+  blk__buffer_ref(into, at, (size_t)msg->size);
+  return 1;
 }
 
 static void run_block(void *arg) {
@@ -527,22 +545,29 @@ static void drive(rstate *s) {
     if (o->aborted && !s->abort_seen) abort_all(s);
     skip_failed(s);
     if (s->finished == s->nblocks && !o->agreements) blk__op_agree_start(o, NULL);
-    /* Sends that read a block's own memory (references) must be complete
-     * before the caller may change it. */
-    if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0) return;
+    /* Sends that read a block's own memory (references), and receives into
+     * it, must be complete before the caller may touch it. */
+    if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0 &&
+        blk__comm_placed_recvs(s->m->comm) == 0)
+      return;
     blk__sched_pump(&s->sched);
+    /* What the driver ran itself is done: its messages go out before MPI
+     * is polled. */
+    size_t got = blk__sched_collect(&s->sched, lids, ran, 64, 0);
+    for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
     int progressed = 0;
     blk__op_progress(o, &progressed);
-    /* With callbacks running, sleep on the pool (a finished task wakes us);
-     * otherwise poll MPI with backoff. */
-    long timeout = !progressed && s->sched.running ? 50000 : 0;
-    size_t got = blk__sched_collect(&s->sched, lids, ran, 64, timeout);
-    for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    /* With callbacks running on the pool, sleep on it (a finished task
+     * wakes us); otherwise poll MPI with backoff. */
+    if (!got && !progressed && blk__sched_running(&s->sched)) {
+      got = blk__sched_collect(&s->sched, lids, ran, 64, 50000);
+      for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    }
     if (progressed || got)
       blk__backoff_reset(&wait);
-    else if (!s->sched.running && blk__comm_transfers(s->m->comm))
+    else if (!blk__sched_running(&s->sched) && blk__comm_transfers(s->m->comm))
       blk__backoff_poll(&wait); /* a payload's bytes move only while MPI is polled */
-    else if (!s->sched.running)
+    else if (!blk__sched_running(&s->sched))
       blk__backoff_idle(&wait);
   }
 }
@@ -570,11 +595,13 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
     return blk__reduce_abort(
         m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks", s.nblocks), d->name);
   for (int i = 0; i < s.nblocks; i++) s.rb[i].s = &s;
-  if ((rc = blk__sched_init(&s.sched, &m->budget, m->pool, &m->op, run_block, prepare, args)))
+  if ((rc = blk__sched_init(&s.sched, &m->budget, m->pool, &m->op, (blk__task_kind)fn, run_block,
+                            prepare, args)))
     return blk__reduce_abort(m, rc, d->name);
   s.sched.on_error = load_failed;
   s.sched.on_error_ctx = &s;
   blk__op_begin(s.o, d->name, route_reduce, &s);
+  if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
   for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[i], 0);
   drive(&s);
@@ -594,6 +621,6 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
 
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user) {
-  static const blk__driver user_callback = {"reduce", NULL, 0};
+  static const blk__driver user_callback = {"reduce", NULL, 0, NULL};
   return blk__reduce_run(m, a, p, fn, user, &user_callback);
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/cpus.h"
 #include "base/logger.h"
 #include "base/memory_limit.h"
 #include "master/master_state.h"
@@ -66,12 +67,46 @@ static void read_config(blk_master_config *out, const blk_master_config *cfg, bl
   out->version = BLK_MASTER_CONFIG_VERSION;
 }
 
-/* The out-of-core settings are checked by budget.c; these are the rest. */
-static void check_config(const blk_master_config *cfg, blk__failure *f, int rank) {
+/* What BLK_THREADS_AUTO comes to on this rank (master.h): its processors,
+ * each counted 1 / the number of ranks on the node that may run on it,
+ * rounded down, at least 1. Collective over comm: every rank calls it,
+ * whatever its own setting, since the count needs all of them. A split that
+ * fails leaves the rank counting only itself. */
+static int auto_threads(MPI_Comm comm) {
+  unsigned char mine[BLK__CPU_MASK_BYTES];
+  int ncpus = blk__cpus_usable(mine);
+  int sharing[8 * BLK__CPU_MASK_BYTES], counts[8 * BLK__CPU_MASK_BYTES];
+  for (int c = 0; c < 8 * BLK__CPU_MASK_BYTES; c++)
+    counts[c] = sharing[c] = mine[c / 8] >> (c % 8) & 1;
+  MPI_Comm node = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    if (MPI_Allreduce(sharing, counts, 8 * BLK__CPU_MASK_BYTES, MPI_INT, MPI_SUM, node) !=
+        MPI_SUCCESS)
+      memcpy(counts, sharing, sizeof counts);
+    MPI_Comm_free(&node);
+  }
+  double share = 0.0;
+  for (int c = 0; c < 8 * BLK__CPU_MASK_BYTES; c++)
+    if (sharing[c] && counts[c] > 0) share += 1.0 / counts[c];
+  int threads = (int)(share + 1e-9);
+  return threads < 1 ? 1 : threads > ncpus ? ncpus : threads;
+}
+
+/* The out-of-core settings are checked by budget.c; these are the rest.
+ * BLK_THREADS_AUTO becomes auto_n, or 1 where MPI cannot give threads. */
+static void check_config(blk_master_config *cfg, blk__failure *f, int rank, int auto_n) {
   if (cfg->log_level != BLK_LOG_DEFAULT &&
       (cfg->log_level < BLK_LOG_NONE || cfg->log_level > BLK_LOG_TRACE))
     blk__failure_note(f, BLK_EINVAL, rank, -1, -1,
                       "log_level = %d, not BLK_LOG_DEFAULT or a level (0..5)", cfg->log_level);
+  if (cfg->threads == BLK_THREADS_AUTO) {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    cfg->threads = level < MPI_THREAD_FUNNELED ? 1 : auto_n;
+  }
   if (cfg->threads < 1) {
     blk__failure_note(f, BLK_EINVAL, rank, -1, -1, "threads = %d, need at least 1", cfg->threads);
     return;
@@ -146,10 +181,11 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
   int mrc = MPI_Comm_dup(comm, &dup);
   if (mrc == MPI_SUCCESS) mrc = MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   step(&f, rank, blk__comm_check(mrc, "master: duplicating the communicator"));
+  int auto_n = auto_threads(comm);
   blk_master_config config;
   const blk_master_config *cfg = &config;
   read_config(&config, given, &f, rank);
-  if (!f.code) check_config(cfg, &f, rank);
+  if (!f.code) check_config(&config, &f, rank, auto_n);
   step(&f, rank, blk__fault_from_env(rank));
   blk_master *m = f.code ? NULL : blk__calloc(1, sizeof *m);
   if (!f.code && !m) blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the master");
@@ -213,6 +249,9 @@ int blk_master_rank(const blk_master *m) {
 }
 int blk_master_size(const blk_master *m) {
   return blk__comm_size(m->comm);
+}
+int blk_master_threads(const blk_master *m) {
+  return m->cfg.threads;
 }
 MPI_Comm blk_master_comm(const blk_master *m) {
   return blk__comm_mpi(m->comm);

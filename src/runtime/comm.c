@@ -11,7 +11,9 @@
  * - unmatched counts synchronous headers whose MPI_Issend has not completed.
  *
  * Cost of one message of n bytes: alpha + beta*n; above the eager limit a
- * second latency (the payload message) but no copy of the payload.
+ * second latency (the payload message) but no copy of the payload, and none
+ * on the way out of comm either when the receiver says where the payload
+ * goes (blk__place_fn: a broadcast's array receives it in place).
  * Payload storage comes from the master's buffer cache and returns to it, so
  * a large receive reuses memory that is already faulted in.
  * Only the creating thread calls in; there is no locking here.
@@ -68,6 +70,7 @@ struct blk__comm {
   unsigned char *scratch;   /* header receive buffer, EAGER_BYTES + header */
   blk__buffer_cache *cache; /* where payload storage comes from and goes */
   size_t ref_sends;         /* sends from memory blk does not own, not complete */
+  size_t placed_recvs;      /* receives into memory a place function gave, not complete */
   size_t payload_sends;     /* sends with a payload of their own, not complete */
   blk__comm_counts counts;  /* messages and bytes sent so far */
 };
@@ -175,6 +178,9 @@ size_t blk__comm_ref_sends(const blk__comm *c) {
 }
 size_t blk__comm_recvs_pending(const blk__comm *c) {
   return c->nrecvs;
+}
+size_t blk__comm_placed_recvs(const blk__comm *c) {
+  return c->placed_recvs;
 }
 size_t blk__comm_transfers(const blk__comm *c) {
   return c->nrecvs + c->payload_sends;
@@ -293,7 +299,8 @@ static void progress_sends(blk__comm *c, int *progressed) {
  * keeps, often into storage it already has), or posts the receives of its
  * payload. A large payload must be received, or its sender would wait
  * forever, so no memory for it stops the job. */
-static void receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int *got) {
+static void receive_header(blk__comm *c, blk__deliver_fn deliver, blk__place_fn place, void *ctx,
+                           int *got) {
   int flag = 0, count = 0, rc;
   MPI_Message handle;
   MPI_Status st;
@@ -323,13 +330,18 @@ static void receive_header(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
     return;
   }
   recv_rec *r = blk__calloc(1, sizeof *r);
-  if (!r || blk__buffer_cache_reserve(c->cache, &r->payload, size) ||
+  int placed = r && place && place(&msg, &r->payload, ctx);
+  if (!r || (!placed && blk__buffer_cache_reserve(c->cache, &r->payload, size)) ||
       !(r->reqs = blk__malloc((size_t)pieces * sizeof *r->reqs)) ||
       room_for_one((void ***)&c->recvs, c->nrecvs, &c->cap_recvs))
     blk__panic(
         "comm: no memory to receive a %zu-byte message from rank %d, which waits for it "
         "to be received",
         size, st.MPI_SOURCE);
+  if (placed) {
+    msg.flags |= BLK__COMM_PLACED;
+    c->placed_recvs++;
+  }
   r->msg = msg;
   r->peer = st.MPI_SOURCE;
   r->payload.size = size;
@@ -359,6 +371,7 @@ static void progress_recvs(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
           blk__panic("comm: piece %d of a %zu-byte message from rank %d has %d bytes, not %d", j,
                      r->payload.size, r->peer, got, piece_bytes(r->payload.size, j));
       }
+      if (r->msg.flags & BLK__COMM_PLACED) c->placed_recvs--;
       deliver(&r->msg, &r->payload, ctx);
       free_recv(c, r);
       *progressed = 1;
@@ -369,14 +382,14 @@ static void progress_recvs(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
   c->nrecvs = kept;
 }
 
-void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, void *ctx, int probe,
-                        int *progressed) {
+void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, blk__place_fn place, void *ctx,
+                        int probe, int *progressed) {
   int got = 0;
   *progressed = 0;
   progress_sends(c, progressed);
   if (probe) {
     do {
-      receive_header(c, deliver, ctx, &got);
+      receive_header(c, deliver, place, ctx, &got);
       if (got) *progressed = 1;
     } while (got);
   }

@@ -54,6 +54,19 @@ typedef struct blk__comm blk__comm;
  * what it keeps. */
 typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
+/* Asked when the header of a message whose payload follows it (larger than
+ * the inline size) has arrived: where the payload should be received. The
+ * callee may make `into` a reference (buffer_cache.h) to msg->size bytes of
+ * memory of its own that nothing else touches until the message is
+ * delivered, and return 1: the payload then lands there, with no copy, and
+ * is delivered as that reference, with BLK__COMM_PLACED in the flags deliver
+ * sees. 0: comm receives it into storage of its own. */
+typedef int (*blk__place_fn)(const blk__msg *msg, blk_buffer *into, void *ctx);
+
+/* In the flags of a delivered message (never on the wire): the payload was
+ * received where the place function said. */
+#define BLK__COMM_PLACED 0x40000000
+
 /* Takes over comm (a duplicate the caller made for blk, with
  * MPI_ERRORS_RETURN; freed by destroy). Payload storage comes from cache and goes back to it
  * (NULL: malloc). BLK_ENOMEM (comm is then still the caller's). */
@@ -75,11 +88,11 @@ int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *
                    int synchronous);
 
 /* One pass of progress: completes finished sends, receives headers that
- * have arrived (if probe is set) and payloads that have completed, calling
- * deliver for each message that is whole. *progressed is set to 1 if
- * anything happened. */
-void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, void *ctx, int probe,
-                        int *progressed);
+ * have arrived (if probe is set; asking place, which may be NULL, where a
+ * payload goes) and payloads that have completed, calling deliver for each
+ * message that is whole. *progressed is set to 1 if anything happened. */
+void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, blk__place_fn place, void *ctx,
+                        int probe, int *progressed);
 
 /* Synchronous headers not yet matched by their receiver. */
 size_t blk__comm_unmatched(const blk__comm *c);
@@ -92,6 +105,9 @@ void blk__comm_counts_get(const blk__comm *c, blk__comm_counts *out);
 /* Sends not complete, and payload receives not complete. */
 size_t blk__comm_sends_pending(const blk__comm *c);
 size_t blk__comm_recvs_pending(const blk__comm *c);
+/* Payload receives into memory a place function gave, not yet complete: the
+ * memory must stay valid until this is 0. */
+size_t blk__comm_placed_recvs(const blk__comm *c);
 /* Payloads (their own messages, above the inline size) being sent or
  * received. Their bytes move only while MPI is polled (a rendezvous needs
  * both sides), so a caller waiting for them should poll, not sleep. */

@@ -147,9 +147,10 @@ void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload
 }
 
 /* Storage of its own for a message comm lent (an inline one); a large
- * payload already has its own and is swapped. BLK_ENOMEM: nothing kept. */
-static int own(blk__op *o, blk_buffer *dst, blk_buffer *payload) {
-  if (!blk__buffer_is_ref(payload)) {
+ * payload already has its own, or is in the place its router gave, and is
+ * swapped. BLK_ENOMEM: nothing kept. */
+static int own(blk__op *o, const blk__msg *msg, blk_buffer *dst, blk_buffer *payload) {
+  if (!blk__buffer_is_ref(payload) || (msg->flags & BLK__COMM_PLACED)) {
     blk_buffer_swap(dst, payload);
     return BLK_OK;
   }
@@ -184,7 +185,7 @@ static void stash(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
   blk__stashed *s = &o->stash[o->nstash++];
   s->msg = *msg;
   blk_buffer_init(&s->payload);
-  if (own(o, &s->payload, payload) == BLK_OK) return;
+  if (own(o, msg, &s->payload, payload) == BLK_OK) return;
   if (control)
     blk__panic("%s %u: no memory to keep an agreement message from rank %d", o->name, o->epoch,
                msg->src_gid);
@@ -219,7 +220,7 @@ static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
                o->epoch, msg->src_gid, msg->dst_gid);
   }
   blk_buffer mine = BLK_BUFFER_INIT;
-  if (own(o, &mine, payload) == BLK_OK) {
+  if (own(o, msg, &mine, payload) == BLK_OK) {
     o->route(msg, &mine, o->route_ctx);
   } else { /* lost on arrival: the block it was for fails (a reduction's key is its round) */
     blk__op_fail(o, BLK_ENOMEM, msg->dst_gid, o->rounds ? msg->key : -1,
@@ -250,8 +251,17 @@ static void deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
         o->rank, o->epoch, o->running ? "running" : "ended", msg->src_gid, msg->dst_gid, msg->op);
 }
 
+/* comm's question for a payload on its way: the running operation's router
+ * answers for its own data messages (not for the next operation's, nor for
+ * failed, agreement or abort messages). */
+static int place(const blk__msg *msg, blk_buffer *into, void *ctx) {
+  blk__op *o = ctx;
+  if (!o->place || !o->running || msg->op != o->epoch || msg->flags) return 0;
+  return o->place(msg, into, o->route_ctx);
+}
+
 void blk__op_progress(blk__op *o, int *progressed) {
-  blk__comm_progress(o->comm, deliver, o, 1, progressed);
+  blk__comm_progress(o->comm, deliver, place, o, 1, progressed);
 }
 
 void blk__op_wait(blk__op *o, int (*done)(blk__op *o, void *ctx), void *ctx) {
@@ -271,6 +281,7 @@ void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx)
   o->name = name;
   o->running = 1;
   o->route = route;
+  o->place = NULL;
   o->route_ctx = ctx;
   o->aborted = 0;
   o->agreements = o->carrying = o->sealed = 0;
@@ -406,6 +417,7 @@ int blk__op_end(blk__op *o, blk__values *values) {
   if (o->logging) log_operation(o);
   o->running = 0;
   o->route = NULL;
+  o->place = NULL;
   o->route_ctx = NULL;
   if (values) blk__values_copy(values, &o->values);
   if (!o->failure.code) {

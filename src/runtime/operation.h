@@ -47,6 +47,12 @@ enum {
  * storage with blk_buffer_swap. */
 typedef void (*blk__route_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
+/* Where the payload of a data message of the running operation should be
+ * received (comm.h's blk__place_fn, with the router's ctx): the memory must
+ * stay valid until blk__comm_placed_recvs is 0. The router then gets the
+ * payload as that reference. */
+typedef int (*blk__op_place_fn)(const blk__msg *msg, blk_buffer *into, void *ctx);
+
 typedef struct blk__stashed {
   blk__msg msg;
   blk_buffer payload;
@@ -76,6 +82,7 @@ typedef struct blk__op {
   const char *name; /* "reduce", "exchange", ... for messages */
   int running;
   blk__route_fn route;
+  blk__op_place_fn place; /* NULL: payloads land in comm's storage */
   void *route_ctx;
   blk__stashed *stash; /* messages of the next operation */
   size_t nstash, cap_stash;
@@ -122,6 +129,12 @@ void *blk__op_scratch(blk__op *o, const void *owner, size_t bytes);
 /* Begins the next operation: its router (NULL: it has no messages of its
  * own), and what was stashed for it. */
 void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx);
+
+/* Lets the running operation say where its payloads are received (see
+ * blk__op_place_fn); until it ends. */
+static inline void blk__op_set_place(blk__op *o, blk__op_place_fn place) {
+  o->place = place;
+}
 
 /* Records a failure of this rank: the code, the block (or -1), the round
  * (or -1) and why. The earliest by (round, gid) is kept. A failure after

@@ -1,9 +1,22 @@
 /*
- * schedule.c: ready blocks onto the pool, under the budget; see schedule.h.
+ * schedule.c: ready blocks onto the driver or the pool, under the budget;
+ * see schedule.h.
  *
  * Invariants: a lid is in ready at most once (queued[lid]); pinned[lid] is
- * set from the acquire before its task is submitted until collect hands it
- * back; running counts submitted, uncollected tasks.
+ * set from the acquire before its task runs until collect hands it back
+ * (a task the driver runs itself is unpinned right after it, since it is
+ * done); running counts tasks submitted to the pool and not collected; done
+ * and failed hold lids finished without the pool, until collect.
+ *
+ * The estimates: a table kept by the operation between operations, one
+ * entry per (kind, round) in a slot picked by hash (a clash replaces the
+ * entry: its kind is then unknown again). An entry is an average of the
+ * last few run times; one sample can raise it at most to 8 times itself
+ * plus 4 us, so a run stretched by the operating system (a preempted vCPU)
+ * does not send a cheap kind to the pool for long, while a kind that really
+ * grew (a larger array) gets there in a few runs. The driver times the runs
+ * it makes itself only now and then once they are far below what could pay
+ * for a hand-off: reading the clock costs about as much as a tiny callback.
  *
  * Picking is O(ready) per task: the first ready block already in memory, or
  * else the first ready block. That keeps a foreach over N blocks O(N^2) in
@@ -16,14 +29,44 @@
 
 #include "base/alloc.h"
 #include "base/fail.h"
+#include "base/thread.h"
+
+#define COST_SLOTS 64
+#define LONG_FACTOR 16    /* a task this many hand-offs long goes to a worker even alone */
+#define MARGIN_PERCENT 20 /* handing over must save this much of the time on the driver */
+#define TIME_EVERY 16     /* a driver's run far below paying is timed once in this many */
+
+typedef struct task_cost {
+  blk__task_kind kind;
+  int round;
+  int64_t ns; /* < 0: unknown */
+  unsigned runs;
+} task_cost;
+
+struct blk__task_costs {
+  task_cost slot[COST_SLOTS];
+};
+
+static int forced; /* blk__sched_force */
+
+void blk__sched_force(int mode) {
+  forced = mode;
+}
 
 static void run_task(void *arg) {
   blk__task *t = arg;
+  int64_t start = blk__now_ns();
   t->s->run(t->s->args[t->lid]);
+  t->ran_ns = blk__now_ns() - start;
+}
+
+static void costs_free(void *mem) {
+  free(mem);
 }
 
 int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op *o,
-                    void (*run)(void *arg), int (*prepare)(void *arg), void **args) {
+                    blk__task_kind kind, void (*run)(void *arg), int (*prepare)(void *arg),
+                    void **args) {
   memset(s, 0, sizeof *s);
   s->budget = budget;
   s->pool = pool;
@@ -31,23 +74,35 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
   s->run = run;
   s->prepare = prepare;
   s->args = args;
+  s->kind = kind;
   s->limit = blk__pool_nthreads(pool);
   /* The per-lid arrays in one piece of storage kept between operations
-   * (this runs once per operation): tasks, then ready and failed, then the
-   * three flag arrays. */
+   * (this runs once per operation): tasks, then ready, failed, done and
+   * round, then the three flag arrays. */
   static const char owner = 0;
   size_t n = (size_t)(nblocks ? nblocks : 1);
-  size_t bytes = n * (sizeof *s->tasks + 2 * sizeof(int) + 3);
+  size_t bytes = n * (sizeof *s->tasks + 4 * sizeof(int) + 3);
   void *mem = blk__op_scratch(o, &owner, bytes);
   if (!mem) return blk__fail(BLK_ENOMEM, "schedule: no memory for %d blocks", nblocks);
   s->tasks = mem;
   s->ready = (int *)(s->tasks + n);
   s->failed = s->ready + n;
-  s->queued = (unsigned char *)(s->failed + n);
+  s->done = s->failed + n;
+  s->round = s->done + n;
+  s->queued = (unsigned char *)(s->round + n);
   s->needs = s->queued + n;
   s->pinned = s->needs + n;
   memset(s->queued, 0, 3 * n);
-  for (int i = 0; i < nblocks; i++) s->tasks[i] = (blk__task){s, i};
+  for (int i = 0; i < nblocks; i++) s->tasks[i] = (blk__task){s, i, 0};
+  if (s->limit > 1) { /* the estimates matter only with workers to hand to */
+    static const char costs_owner = 0;
+    blk__kept *k = blk__op_kept(o, &costs_owner, costs_free);
+    if (!k->mem && (k->mem = blk__malloc(sizeof *s->costs)))
+      for (int i = 0; i < COST_SLOTS; i++)
+        ((struct blk__task_costs *)k->mem)->slot[i] = (task_cost){NULL, 0, -1, 0};
+    if (!k->mem) return blk__fail(BLK_ENOMEM, "schedule: no memory for the estimates");
+    s->costs = k->mem;
+  }
   return BLK_OK;
 }
 
@@ -55,10 +110,11 @@ void blk__sched_free(blk__sched *s) {
   memset(s, 0, sizeof *s); /* the arrays stay with the master */
 }
 
-void blk__sched_ready(blk__sched *s, int lid, int needs_block) {
+void blk__sched_ready(blk__sched *s, int lid, int round, int needs_block) {
   if (s->queued[lid]) return;
   s->queued[lid] = 1;
   s->needs[lid] = (unsigned char)needs_block;
+  s->round[lid] = round;
   s->ready[s->nready++] = lid;
 }
 
@@ -76,21 +132,89 @@ static void tell(blk__sched *s, int lid, int code) {
   if (code && s->on_error) s->on_error(s->on_error_ctx, lid, code);
 }
 
-/* Takes lid out of the running: collect returns it with ran = 0. */
-static void not_run(blk__sched *s, int lid) {
+static void unpin(blk__sched *s, int lid) {
   if (s->pinned[lid]) {
     s->pinned[lid] = 0;
     blk__budget_release(s->budget, lid);
   }
+}
+
+/* Takes lid out of the running: collect returns it with ran = 0. */
+static void not_run(blk__sched *s, int lid) {
+  unpin(s, lid);
   s->failed[s->nfailed++] = lid;
 }
 
+/* ---- the estimates ---- */
+
+static task_cost *cost_of(blk__sched *s, int round) {
+  uintptr_t key = 0;
+  memcpy(&key, &s->kind, sizeof key < sizeof s->kind ? sizeof key : sizeof s->kind);
+  size_t h = (size_t)((key >> 4) * 31u + (uintptr_t)(unsigned)round) % COST_SLOTS;
+  task_cost *c = &s->costs->slot[h];
+  if (c->kind != s->kind || c->round != round) *c = (task_cost){s->kind, round, -1, 0};
+  return c;
+}
+
+static void learn(task_cost *c, int64_t ns) {
+  if (ns < 0) ns = 0;
+  if (c->ns < 0) {
+    c->ns = ns;
+    return;
+  }
+  int64_t cap = 8 * c->ns + 4000;
+  if (ns > cap) ns = cap;
+  c->ns += (ns - c->ns) / 4;
+}
+
+int blk__sched_hand_over(int64_t cost_ns, int n, int threads, int64_t handoff_ns) {
+  if (threads <= 1) return 0;
+  if (cost_ns < 0) return 1; /* unknown: a worker measures it, and the driver stays free */
+  if (cost_ns >= LONG_FACTOR * handoff_ns) return 1;
+  if (n < 2) return 0;
+  /* n tasks on the driver take n c; on the workers h + ceil(n / T) c. */
+  int64_t on_driver = (int64_t)n * cost_ns;
+  int64_t on_pool = handoff_ns + (int64_t)((n + threads - 1) / threads) * cost_ns;
+  return on_pool * 100 <= on_driver * (100 - MARGIN_PERCENT);
+}
+
+/* ---- running ---- */
+
+/* Runs lid's task on the driver, timing it when the estimate asks for it. */
+static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
+  void *arg = s->args[lid];
+  if (c && (c->ns < 0 || c->ns * LONG_FACTOR * 4 > handoff || c->runs++ % TIME_EVERY == 0)) {
+    int64_t start = blk__now_ns();
+    s->run(arg);
+    learn(c, blk__now_ns() - start);
+  } else {
+    s->run(arg);
+  }
+  unpin(s, lid);
+  s->done[s->ndone++] = lid;
+}
+
 void blk__sched_pump(blk__sched *s) {
-  while (s->running < s->limit && s->nready > 0) {
+  int64_t handoff = -1; /* asked of the pool once per pump, when needed */
+  while (s->nready > 0) {
     int i = 0;
     while (i < s->nready && !in_memory(s, s->ready[i])) i++;
     if (i == s->nready) i = 0;
     int lid = s->ready[i];
+    task_cost *c = NULL;
+    int pool = 0;
+    if (s->limit > 1) {
+      c = cost_of(s, s->round[lid]);
+      if (forced) {
+        pool = forced > 0;
+      } else {
+        if (handoff < 0) handoff = blk__pool_handoff_ns(s->pool);
+        pool = blk__sched_hand_over(c->ns, s->nready + s->running, s->limit, handoff);
+      }
+      /* Out-of-core, at most one running block per worker is pinned; in-core
+       * the workers take queued tasks without waiting for the driver. */
+      if (pool && s->running >= s->limit && blk__budget_active(s->budget)) break;
+    }
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->budget, lid);
       if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */
@@ -104,6 +228,10 @@ void blk__sched_pump(blk__sched *s) {
     }
     unqueue(s, i);
     int rc = s->prepare ? s->prepare(s->args[lid]) : BLK_OK;
+    if (!rc && !pool) {
+      run_here(s, lid, c, handoff);
+      continue;
+    }
     if (!rc) rc = blk__pool_submit(s->pool, run_task, &s->tasks[lid]);
     if (rc) {
       tell(s, lid, rc);
@@ -128,17 +256,26 @@ size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long t
     lids[n] = s->failed[--s->nfailed];
     ran[n++] = 0;
   }
-  if (n) timeout_ns = 0;
+  /* In the order the driver ran them. */
+  size_t from = 0;
+  while (n < max && from < (size_t)s->ndone) {
+    lids[n] = s->done[from++];
+    ran[n++] = 1;
+  }
+  if (from) {
+    memmove(s->done, s->done + from, ((size_t)s->ndone - from) * sizeof *s->done);
+    s->ndone -= (int)from;
+  }
+  if (n || !s->running) return n;
   void *done[64];
   size_t want = max - n < 64 ? max - n : 64;
   size_t got = want ? blk__pool_collect(s->pool, done, want, timeout_ns) : 0;
   for (size_t i = 0; i < got; i++) {
-    int lid = ((blk__task *)done[i])->lid;
+    blk__task *t = done[i];
+    int lid = t->lid;
     s->running--;
-    if (s->pinned[lid]) {
-      s->pinned[lid] = 0;
-      blk__budget_release(s->budget, lid);
-    }
+    if (s->costs) learn(cost_of(s, s->round[lid]), t->ran_ns);
+    unpin(s, lid);
     lids[n] = lid;
     ran[n++] = 1;
   }

@@ -1,23 +1,44 @@
 /*
- * schedule.h: running block tasks on the pool under the memory budget.
+ * schedule.h: running block tasks under the memory budget, on the driver or
+ * on the pool.
  *
- * An operation (foreach, a reduction) marks blocks ready; the scheduler hands
- * them to the pool, at most `threads` at a time, preferring blocks already
- * in memory. A block not in memory is loaded first on the driver thread
- * (evicting a least recently used idle block). While every worker is busy,
- * the driver loads the next ready block ahead of time, so I/O overlaps the
- * callbacks. A block that is running is pinned and never evicted.
+ * An operation (foreach, a reduction) marks blocks ready; the scheduler runs
+ * them, preferring blocks already in memory. A block not in memory is loaded
+ * first on the driver thread (evicting a least recently used idle block).
+ * While every worker is busy, the driver loads the next ready block ahead of
+ * time, so I/O overlaps the callbacks. A block that is running is pinned and
+ * never evicted.
+ *
+ * Where a task runs (threads > 1): handing a task to a worker costs a
+ * wake-up each way (tens of microseconds on a virtual machine), far more
+ * than a short callback. So the driver runs a task itself unless handing it
+ * over pays: the scheduler keeps the measured run time of the operation's
+ * callbacks (an average per kind of callback and round, kept between
+ * operations) and asks the pool what a hand-off costs, and hands a task to
+ * a worker when
+ *   - nothing is known yet about its kind and round (the first ones), or
+ *   - the ready tasks run in parallel save more than the hand-off costs:
+ *     h + ceil(n / T) c <= (1 - margin) n c for n ready tasks of c each on
+ *     T workers, or
+ *   - it is long on its own (c >= 16 h): the hand-off is small next to it,
+ *     and the driver stays free to move messages while it runs.
+ * A callback the driver runs itself holds up this rank's messages until it
+ * returns; one that waits for something only another rank's callback can
+ * do (outside blk's messages) must therefore not be short the rest of the
+ * time (it is measured long once it waits, and runs on a worker from then
+ * on).
  *
  * A task that does not need its block (all_to_all's forwarding rounds) is
  * run without loading it.
  *
- * Driver thread only. Cost per task: one pool hand-off (none with one
- * thread) plus, out-of-core, at most one eviction and one load.
+ * Driver thread only. Cost per task: a table lookup and, when handed over,
+ * one pool hand-off; out-of-core, at most one eviction and one load.
  */
 #ifndef BLK_SCHEDULE_H
 #define BLK_SCHEDULE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/pool.h"
 #include "runtime/budget.h"
@@ -27,7 +48,14 @@ struct blk__sched;
 typedef struct blk__task {
   struct blk__sched *s;
   int lid;
+  int64_t ran_ns; /* how long its last run took, measured on the worker */
 } blk__task;
+
+/* What kind of callback an operation runs (its function), for the
+ * estimates; any function pointer, never called. */
+typedef void (*blk__task_kind)(void);
+
+struct blk__task_costs;
 
 typedef struct blk__sched {
   blk__budget *budget; /* the blocks, and which are in memory */
@@ -41,9 +69,14 @@ typedef struct blk__sched {
   unsigned char *queued; /* per lid: in ready */
   unsigned char *needs;  /* per lid: its task needs the block in memory */
   unsigned char *pinned; /* per lid: acquired for its running task */
+  int *round;            /* per lid: the round its task runs (the estimates' key) */
   int *failed;           /* lids whose block could not be loaded: done, not run */
   int nfailed;
-  int running, limit;
+  int *done; /* lids the driver ran itself, not yet collected */
+  int ndone;
+  int running, limit; /* tasks on the pool; its threads */
+  blk__task_kind kind;
+  struct blk__task_costs *costs; /* the estimates, kept by the operation */
   /* Told of every load, eviction or hand-off that failed, on the driver
    * right when it happens (blk_last_error() says why); the operation goes
    * on. lid is the block that was to run (an eviction's victim is named in
@@ -53,26 +86,46 @@ typedef struct blk__sched {
 } blk__sched;
 
 /* A scheduler for the budget's blocks on pool, for one operation of o
- * (whose kept memory holds its arrays). run(args[lid]) is a block's task;
- * prepare (may be NULL) runs on the driver just before it. BLK_ENOMEM. */
+ * (whose kept memory holds its arrays and the estimates). run(args[lid]) is
+ * a block's task, of the given kind; prepare (may be NULL) runs on the
+ * driver just before it. BLK_ENOMEM. */
 int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op *o,
-                    void (*run)(void *arg), int (*prepare)(void *arg), void **args);
+                    blk__task_kind kind, void (*run)(void *arg), int (*prepare)(void *arg),
+                    void **args);
 void blk__sched_free(blk__sched *s);
 
-/* Marks lid ready to run (once); needs_block says whether to load it. */
-void blk__sched_ready(blk__sched *s, int lid, int needs_block);
+/* Marks lid ready to run (once) in the given round; needs_block says
+ * whether to load it. */
+void blk__sched_ready(blk__sched *s, int lid, int round, int needs_block);
 
-/* Starts as many ready tasks as workers and memory allow, and prefetches.
- * A block that cannot be loaded (a corrupt record, no memory), prepared or
- * handed to the pool is not run: on_error is told, and the lid comes back
- * from collect with ran = 0, so a collective operation still completes on
- * every rank. A failed eviction is told too, but the block runs (it is
- * loaded over the budget: nothing is lost). */
+/* Runs or starts as many ready tasks as workers and memory allow (see the
+ * top), and prefetches. A block that cannot be loaded (a corrupt record, no
+ * memory), prepared or handed to the pool is not run: on_error is told, and
+ * the lid comes back from collect with ran = 0, so a collective operation
+ * still completes on every rank. A failed eviction is told too, but the
+ * block runs (it is loaded over the budget: nothing is lost). */
 void blk__sched_pump(blk__sched *s);
 
 /* Moves up to max finished tasks' lids into lids (unpinning their blocks),
- * waiting up to timeout_ns for one (see blk__pool_collect); ran[i] says
- * whether the task ran (0: its block could not be loaded). */
+ * waiting up to timeout_ns for one on the pool (see blk__pool_collect) when
+ * none has finished; ran[i] says whether the task ran (0: its block could
+ * not be loaded). */
 size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long timeout_ns);
+
+/* Tasks on the pool, started and not yet collected. */
+static inline int blk__sched_running(const blk__sched *s) {
+  return s->running;
+}
+
+/* The policy above, for n ready tasks whose callbacks are expected to take
+ * cost_ns each (< 0: unknown), on a pool of threads workers whose hand-off
+ * costs handoff_ns: 1 to hand the next one to a worker, 0 to run it on the
+ * driver. */
+int blk__sched_hand_over(int64_t cost_ns, int n, int threads, int64_t handoff_ns);
+
+/* For tests: 0 lets the policy decide (the default); 1 hands every task to
+ * the pool, -1 runs every task on the driver (threads > 1 only). Set on the
+ * driver thread between operations. */
+void blk__sched_force(int mode);
 
 #endif

@@ -95,6 +95,11 @@ static void bad_input(int size) {
     CHECK_ERR(blk_master_create(&m, MPI_COMM_WORLD, &mc), BLK_ETHREADLEVEL, "MPI_THREAD_FUNNELED");
   else
     CHECK_MSG(0, "this test needs MPI initialised with MPI_Init (level SINGLE), got %d", level);
+  /* BLK_THREADS_AUTO (the default) quietly takes 1 thread when MPI gives no threads. */
+  mc.threads = BLK_THREADS_AUTO;
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+  CHECK_EQ_INT(blk_master_threads(m), 1);
+  blk_master_destroy(m);
   mc.threads = 1;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   CHECK_ERR(blk_master_add(m, -1, NULL, NULL, 0), BLK_EINVAL, "gid = -1");
