@@ -38,7 +38,11 @@
  * headers: the queue send_fn filled (bytes, or a reference) becomes the
  * round's out queue, and the message that arrives becomes receive_fn's in
  * queue, both by swapping. Bytes are then copied by MPI and by the user
- * only.
+ * only; with the caller's place callback (blk_all_to_all_with) by MPI
+ * alone: the driver asks it where a message from another rank goes when
+ * its header arrives (place_direct, through blk__driver.place and comm's
+ * place function, the broadcast's mechanism), MPI receives the payload
+ * there, and receive_fn's in queue refers to it.
  *
  * The driver is blk_reduce; the callback below runs the user's send_fn in
  * round 0, only forwards in rounds 1..R-1, and runs receive_fn in round R.
@@ -118,6 +122,7 @@ typedef struct a2a {
   const blk_assigner *a;
   const blk_partners *p;
   blk_foreach_fn send_fn, receive_fn;
+  blk_all_to_all_place_fn place; /* the caller's, or NULL */
   void *user;
   int nblocks, rounds, me;
   int refs; /* no budget: items inside the rank travel as references */
@@ -504,6 +509,17 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
   return r < s->rounds ? BLK_OK : deliver_items(s, block, p, b);
 }
 
+/* Where a direct exchange's message from another rank lands: the
+ * caller's answer. The driver asks only in-core, for the round the block
+ * waits in (the receive: its only one after the send phase) and not while
+ * the block is with the scheduler; comm asks only for payloads that
+ * follow their header. */
+static void *place_direct(void *block, int gid, int src, int round, size_t bytes, void *user) {
+  const a2a *s = user;
+  if (round != s->rounds || s->rounds != 1) return NULL;
+  return s->place(block, gid, src, bytes, s->user);
+}
+
 /* The user's callbacks, and so the block, only run in the first and last
  * rounds; out-of-core, the forwarding rounds leave the block where it is. */
 static int needs_block(int round, void *user) {
@@ -576,9 +592,27 @@ static void digits(a2a *s) {
   }
 }
 
+int blk_all_to_all_config_init(blk_all_to_all_config *cfg, unsigned int version) {
+  static const blk_all_to_all_config defaults = BLK_ALL_TO_ALL_CONFIG_INIT;
+  if (!cfg) return blk__fail(BLK_EINVAL, "all_to_all: config init: cfg is NULL");
+  if (version < 1 || version > BLK_ALL_TO_ALL_CONFIG_VERSION)
+    return blk__fail(BLK_EINVAL, "all_to_all: config init: version %u; this blk knows 1..%u",
+                     version, BLK_ALL_TO_ALL_CONFIG_VERSION);
+  *cfg = defaults; /* (one layout so far) */
+  cfg->version = version;
+  return BLK_OK;
+}
+
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
                    blk_foreach_fn send_fn, blk_foreach_fn receive_fn, void *user) {
+  return blk_all_to_all_with(m, a, k, contiguous, send_fn, receive_fn, NULL, user);
+}
+
+int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contiguous,
+                        blk_foreach_fn send_fn, blk_foreach_fn receive_fn,
+                        const blk_all_to_all_config *cfg, void *user) {
   static const blk__driver driver = {"all_to_all", needs_block, 1, NULL};
+  static const blk__driver placing = {"all_to_all", needs_block, 1, place_direct};
   if (!m) return blk__fail(BLK_EINVAL, "all_to_all: the master is NULL");
   if (!a || !send_fn || !receive_fn)
     return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");
@@ -589,8 +623,15 @@ int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
    * in itself (as the array collectives do). */
   s.refs = !blk__budget_active(&m->budget);
   blk_partners *p = NULL;
-  int rc = blk_partners_create(&p, BLK_SWAP, 1, &s.nblocks, k, contiguous);
-  int nlocal = blk__table_count(&m->table);
+  int rc = BLK_OK, nlocal = blk__table_count(&m->table);
+  /* A bad config aborts (rather than returns): every rank then returns the
+   * same code, even when only this one was given it. */
+  if (cfg && (cfg->version < 1 || cfg->version > BLK_ALL_TO_ALL_CONFIG_VERSION))
+    rc = blk__fail(BLK_EINVAL,
+                   "all_to_all: the config has version %u; this blk knows 1..%u (initialise it "
+                   "with BLK_ALL_TO_ALL_CONFIG_INIT or blk_all_to_all_config_init)",
+                   cfg->version, BLK_ALL_TO_ALL_CONFIG_VERSION);
+  if (!rc) rc = blk_partners_create(&p, BLK_SWAP, 1, &s.nblocks, k, contiguous);
   if (!rc && !(s.blocks = take_blocks(m, nlocal)))
     rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", nlocal);
   if (!rc && blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
@@ -602,7 +643,9 @@ int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
   s.p = p;
   s.rounds = blk_partners_rounds(p);
   digits(&s);
-  rc = blk__reduce_run(m, a, p, a2a_round, &s, &driver);
+  s.place = cfg ? cfg->place : NULL;
+  /* Only a direct exchange's messages are whole for one receiver. */
+  rc = blk__reduce_run(m, a, p, a2a_round, &s, s.place && s.rounds == 1 ? &placing : &driver);
 exit:
   for (int i = 0; s.blocks && i < nlocal; i++) end_block(m->cache, &s.blocks[i]);
   blk_partners_destroy(p);

@@ -302,8 +302,9 @@ static int refs_allowed(const blk_master *m) {
  * instead (blk__driver.place), which saves that copy. Such a round has one
  * in-partner besides the block itself (its parent), and the array is not
  * read or written before the round's callback runs. */
-static void *place_array(void *block, int gid, int round, size_t bytes, void *user) {
+static void *place_array(void *block, int gid, int src, int round, size_t bytes, void *user) {
   const job *j = user;
+  (void)src; /* (the one in-partner: the parent) */
   if (round < j->place_from || bytes != j->spec->count * j->elem) return NULL;
   return array_of(j, block, gid);
 }

@@ -280,7 +280,10 @@ static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
 /* Where a payload from another rank is received: in the block's own memory
  * when the driver says so (blk__driver.place), for the round the block
  * waits in and a slot still empty: the block cannot run that round before
- * the message is whole. In-core only (the block must stay in memory). */
+ * the message is whole. Not while the block is handed to the scheduler
+ * (place reads the block), so a message that comes while the block still
+ * runs (or waits to run) an earlier round lands in blk's storage. In-core
+ * only (the block must stay in memory). */
 static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
   rstate *s = ctx;
   if (blk__budget_active(&s->m->budget)) return 0;
@@ -288,7 +291,7 @@ static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
   if (lid < 0) return 0;
   rblock *b = &s->rb[lid];
   if (b->failed || b->busy || msg->key != b->round || slot_of(b, msg->src_gid) < 0) return 0;
-  void *at = s->d->place(blk__table_at(&s->m->table, lid)->data, b->gid, b->round,
+  void *at = s->d->place(blk__table_at(&s->m->table, lid)->data, b->gid, msg->src_gid, b->round,
                          (size_t)msg->size, s->user);
   if (!at) return 0;
   blk__buffer_ref(into, at, (size_t)msg->size);

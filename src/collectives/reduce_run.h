@@ -18,13 +18,14 @@ typedef struct blk__driver {
   /* The callback is blk's own: a failing code is reported as it is, with
    * the detail blk gave it, rather than as BLK_ECALLBACK. */
   int own_codes;
-  /* Where a message of `bytes` from another rank for (block, gid) in
-   * `round` may be received in place: memory of the block's that nothing
-   * reads or writes until the round's callback runs, which then finds its
-   * in queue referring to it; NULL: into blk's own storage. Asked only
-   * in-core, for the round the block waits in, and only when the message
-   * is the block's only one from that partner; NULL (the function) never. */
-  void *(*place)(void *block, int gid, int round, size_t bytes, void *user);
+  /* Where a message of `bytes` from gid src on another rank for (block,
+   * gid) in `round` may be received in place: memory of the block's that
+   * nothing reads or writes until the round's callback runs, which then
+   * finds its in queue referring to it; NULL: into blk's own storage. Asked
+   * only in-core, on the driver's thread while no callback of the block
+   * runs, for the round the block waits in, and only when the message is
+   * the block's only one from that partner; NULL (the function) never. */
+  void *(*place)(void *block, int gid, int src, int round, size_t bytes, void *user);
 } blk__driver;
 
 /* blk_reduce, run as d says. */

@@ -23,8 +23,24 @@
  * a block on the same rank must arrive without a copy: its view is the
  * sender's memory.
  *
+ * A third run, placed, sends as by reference through blk_all_to_all_with
+ * with a place callback that gives every local block a receive area (one
+ * slot per source, allocated before the call and freed after it), refuses
+ * some messages (NULL) and some whose slot is one byte short (the
+ * contract: place compares bytes with its room). It checks that blk asks
+ * only where it may (a source on another rank, a direct exchange, no
+ * budget, the exact size, at most once per message), that a placed
+ * message's bytes are in its slot before receive_fn reads them and that
+ * its view is the slot; everything else is checked as in the other runs,
+ * whatever place said. Then, in-core with one block per rank and one
+ * thread, where blk can always place, that something was placed; a place
+ * callback that refuses and a receive_fn that fails for that (the way to
+ * fail) give BLK_ECALLBACK on every rank; a config of an unknown version
+ * gives BLK_EINVAL on every rank, also when only one rank passed it.
+ *
  *   test_all_to_all --threads T [--big] [--mem-blocks M]
- * --big makes some messages larger than the size that rides in a header.
+ * --big makes some messages larger than the size that rides in a header
+ * (16 KiB), which are the ones blk may place.
  */
 #include <blk/blk.h>
 #include <stdint.h>
@@ -35,12 +51,15 @@
 
 #define NB_MAX 64
 
-enum { BY_COPY, BY_REFERENCE };
+enum { BY_COPY, BY_REFERENCE, PLACED };
 
 typedef struct ctx {
   int nblocks, big, mode, mem_blocks, rank;
   const blk_assigner *a;
   blk_partners *swap; /* the rounds blk_all_to_all runs (k, order) */
+  long asked, placed; /* place calls and placements (on the master's thread) */
+  int fail_gid;       /* the failure runs: the gid whose receive fails, or -1 */
+  int fail_send_gid;  /* and the gid whose send fails, or -1 */
 } ctx;
 
 /* The memory each local block sent by reference, by gid, and where its
@@ -48,11 +67,18 @@ typedef struct ctx {
 static unsigned char *sent[NB_MAX];
 static const unsigned char *sent_at[NB_MAX][NB_MAX];
 
+/* Placed: each local block's receive area, where source src's slot starts
+ * and how much room it has; where place put a message (NULL: not placed). */
+static unsigned char *area[NB_MAX];
+static size_t slot_at[NB_MAX][NB_MAX], slot_room[NB_MAX][NB_MAX];
+static unsigned char *placed_at[NB_MAX][NB_MAX];
+
 /* Whether src sends to dst, and how many bytes. */
 static size_t message_size(int src, int dst, int nblocks, int big) {
-  if (src % 5 == 4) return 0;                     /* some send nothing */
-  if (src % 5 == 3) return (size_t)(1 + dst % 3); /* some send to all */
-  if ((src * 7 + dst * 3) % 4 != 0) return 0;     /* others to a few */
+  if (src % 5 == 4) return 0;                                          /* some send nothing */
+  if (src % 5 == 3) return (size_t)(1 + dst % 3);                      /* some send to all */
+  if (big && src % 5 == 1 && dst % 2 == 0) return 17000 + (size_t)dst; /* crosses ranks */
+  if ((src * 7 + dst * 3) % 4 != 0) return 0;                          /* others to a few */
   if (big && (src + dst) % 3 == 0) return 20000 + (size_t)dst;
   return (size_t)(4 + (src + dst + nblocks) % 29);
 }
@@ -151,7 +177,7 @@ static int send(void *block, blk_proxy *p, void *user) {
     int dst = (t * 5 + src) % c->nblocks;
     size_t n = message_size(src, dst, c->nblocks, c->big);
     if (!n) {
-      if (c->mode == BY_REFERENCE && (src + dst) % 2 == 0) { /* empty: nothing arrives */
+      if (c->mode != BY_COPY && (src + dst) % 2 == 0) { /* empty: nothing arrives */
         CHECK_OK(blk_proxy_enqueue_ref_gid(p, dst, all, 0));
         CHECK_OK(blk_proxy_enqueue_gid(p, dst, NULL, 0));
       }
@@ -161,14 +187,14 @@ static int send(void *block, blk_proxy *p, void *user) {
     all += n;
     for (size_t j = 0; j < n; j++) msg[j] = byte_of(src, dst, j);
     sent_at[src][dst] = msg;
-    if (c->mode == BY_REFERENCE) {
+    if (c->mode != BY_COPY) {
       send_by_reference(p, src, dst, msg, n);
     } else { /* two enqueues to the same destination append to one message */
       CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg, n / 2));
       CHECK_OK(blk_proxy_enqueue_gid(p, dst, msg + n / 2, n - n / 2));
     }
   }
-  return 0;
+  return src == c->fail_send_gid ? 5 : 0;
 }
 
 static void check_bytes(const unsigned char *got, int src, int dst, size_t from, size_t n) {
@@ -190,8 +216,10 @@ static int stays_on_rank(const ctx *c, int src, int dst) {
   return blk_assigner_rank(c->a, here) == c->rank;
 }
 
-/* Reads the message from src, n bytes, in queue i, the way (src, dst) says. */
-static void read_source(const ctx *c, blk_proxy *p, int i, int src, int dst, size_t n) {
+/* Reads the message from src, n bytes, in queue i, the way (src, dst) says;
+ * placed: where blk received it, or NULL. */
+static void read_source(const ctx *c, blk_proxy *p, int i, int src, int dst, size_t n,
+                        const unsigned char *placed) {
   unsigned char copy[NB_MAX];
   switch (receive_style(src, dst)) {
     case INCOMING: {
@@ -213,7 +241,9 @@ static void read_source(const ctx *c, blk_proxy *p, int i, int src, int dst, siz
     case VIEW: {
       const unsigned char *v = blk_proxy_dequeue_view(p, i, n / 3);
       check_bytes(v, src, dst, 0, n / 3);
-      if (c->mode == BY_REFERENCE && send_style(src, dst) == WHOLE && !c->mem_blocks &&
+      if (placed)
+        CHECK_MSG(v == placed, "gid %d from %d: placed, but its view is elsewhere", dst, src);
+      if (c->mode != BY_COPY && send_style(src, dst) == WHOLE && !c->mem_blocks &&
           stays_on_rank(c, src, dst))
         CHECK_MSG(v == sent_at[src][dst], "gid %d from %d (same rank, by reference): copied", dst,
                   src);
@@ -248,11 +278,161 @@ static int receive(void *block, blk_proxy *p, void *user) {
               blk_proxy_in_count(p), src);
     CHECK_EQ_INT(blk_proxy_in_gid(p, i), src);
     CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), n);
-    read_source(c, p, i, src, dst, n);
+    const unsigned char *placed = c->mode == PLACED ? placed_at[dst][src] : NULL;
+    if (placed) check_bytes(placed, src, dst, 0, n); /* there before anything is read */
+    read_source(c, p, i, src, dst, n, placed);
     i++;
   }
   CHECK_EQ_INT(blk_proxy_in_count(p), i);
+  return dst == c->fail_gid ? 7 : 0;
+}
+
+/* The number of swap rounds blk_all_to_all runs. */
+static int rounds_of(const ctx *c) {
+  return blk_partners_rounds(c->swap);
+}
+
+/* blk asks only where it may (see the top); every third message is
+ * refused, and so is one whose slot is too small for it. */
+static void *place(void *block, int gid, int src, size_t bytes, void *user) {
+  ctx *c = user;
+  CHECK_EQ_INT(*(int *)block, gid);
+  CHECK_EQ_INT(c->mode, PLACED);
+  CHECK_EQ_INT(c->mem_blocks, 0);
+  CHECK_EQ_INT(rounds_of(c), 1);
+  CHECK_MSG(src >= 0 && src < c->nblocks && blk_assigner_rank(c->a, src) != c->rank,
+            "gid %d: asked to place a message from gid %d, on this rank or none", gid, src);
+  CHECK_EQ_INT(bytes, message_size(src, gid, c->nblocks, c->big));
+  CHECK_MSG(!placed_at[gid][src], "gid %d: asked twice for the message from gid %d", gid, src);
+  c->asked++;
+  if ((src + gid) % 3 == 2 || bytes > slot_room[gid][src]) return NULL;
+  c->placed++;
+  return placed_at[gid][src] = area[gid] + slot_at[gid][src];
+}
+
+/* Receive areas for the local blocks: a slot per source, one byte short
+ * for some (place then refuses). */
+static void make_areas(const ctx *c, const int *gids, int n) {
+  for (int i = 0; i < n; i++) {
+    int dst = gids[i];
+    size_t at = 0;
+    for (int src = 0; src < c->nblocks; src++) {
+      size_t bytes = message_size(src, dst, c->nblocks, c->big);
+      slot_at[dst][src] = at;
+      slot_room[dst][src] = bytes && (src * dst) % 7 == 2 ? bytes - 1 : bytes;
+      placed_at[dst][src] = NULL;
+      at += bytes;
+    }
+    area[dst] = malloc(at ? at : 1);
+    CHECK(area[dst]);
+    memset(area[dst], 0xEE, at);
+  }
+}
+
+static void free_areas(void) {
+  for (int g = 0; g < NB_MAX; g++) { /* a write after the return shows under ASan */
+    free(area[g]);
+    area[g] = NULL;
+  }
+}
+
+static void free_sent(void) {
+  for (int g = 0; g < NB_MAX; g++) { /* a read after the return shows under ASan */
+    free(sent[g]);
+    sent[g] = NULL;
+  }
+}
+
+/* One all-to-all in c's mode; placed through blk_all_to_all_with. */
+static int run(blk_master *m, ctx *c, int k, int contiguous, const int *gids, int n) {
+  CHECK_OK(blk_partners_create(&c->swap, BLK_SWAP, 1, &c->nblocks, k, contiguous));
+  int rc;
+  if (c->mode == PLACED) {
+    blk_all_to_all_config cfg;
+    CHECK_OK(blk_all_to_all_config_init(&cfg, BLK_ALL_TO_ALL_CONFIG_VERSION));
+    cfg.place = place;
+    make_areas(c, gids, n);
+    rc = blk_all_to_all_with(m, c->a, k, contiguous, send, receive, &cfg, c);
+    free_areas();
+  } else {
+    rc = blk_all_to_all(m, c->a, k, contiguous, send, receive, c);
+  }
+  free_sent();
+  blk_partners_destroy(c->swap);
+  c->swap = NULL;
+  return rc;
+}
+
+static int noop(void *block, blk_proxy *p, void *user) {
+  (void)block;
+  (void)p;
+  (void)user;
   return 0;
+}
+
+/* A master with this rank's blocks of a. */
+static blk_master *master_of(const blk_assigner *a, int rank, int threads, int mem_blocks) {
+  blk_master *m;
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = threads;
+  mc.destroy = destroy;
+  mc.create = create;
+  mc.save = save;
+  mc.load = load;
+  mc.mem_blocks = mem_blocks;
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+  int gids[NB_MAX], n = blk_assigner_local_count(a, rank);
+  blk_assigner_local_gids(a, rank, gids, NB_MAX);
+  for (int i = 0; i < n; i++) {
+    void *b;
+    CHECK_OK(create(&b, gids[i], NULL));
+    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
+  }
+  return m;
+}
+
+/* One block per rank, one round (k = ranks), big messages: blk can place
+ * every message from another rank (in-core, one thread: the driver reads
+ * headers only once the block's send phase is done). Then the failure
+ * paths: a place that refuses and a receive that fails for it, and a
+ * config of an unknown version. */
+static void placement_and_failures(int size, int rank, int threads, int big, int mem_blocks) {
+  blk_assigner *a;
+  CHECK_OK(blk_assigner_create_round_robin(&a, size, size));
+  ctx c = {size, big, PLACED, mem_blocks, rank, a, NULL, 0, 0, -1, -1};
+  blk_master *m = master_of(a, rank, threads, mem_blocks);
+  int k = size < 2 ? 2 : size;
+  for (int rep = 0; rep < 3; rep++) CHECK_OK(run(m, &c, k, 1, &rank, 1));
+  long placed = 0; /* (some ranks' messages are all refused or too big for their slot) */
+  MPI_Allreduce(&c.placed, &placed, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (size > 1 && big && !mem_blocks && threads == 1)
+    CHECK_MSG(placed > 0, "nothing placed in 3 direct exchanges (rank %d: %ld asked)", rank,
+              c.asked);
+  else if (mem_blocks)
+    CHECK_MSG(c.asked == 0, "rank %d: place asked %ld times under a budget", rank, c.asked);
+
+  /* Failing: the last gid's receive fails (as a place that could not
+   * find room would make it); every rank returns the same code. */
+  blk_log_set_level(BLK_LOG_NONE);
+  c.fail_gid = size - 1;
+  CHECK_ERR(run(m, &c, k, 1, &rank, 1), BLK_ECALLBACK, "receive");
+  c.fail_gid = -1;
+  /* A sender fails after its send phase enqueued: the others' messages
+   * may be placed already, or under way, when the failure reaches them. */
+  c.fail_send_gid = 0;
+  CHECK_ERR(run(m, &c, k, 1, &rank, 1), BLK_ECALLBACK, "send");
+  c.fail_send_gid = -1;
+  /* An unknown config version, here on rank 0 only: every rank fails. */
+  blk_all_to_all_config cfg = BLK_ALL_TO_ALL_CONFIG_INIT;
+  if (rank == 0) cfg.version = BLK_ALL_TO_ALL_CONFIG_VERSION + 1;
+  CHECK_ERR(blk_all_to_all_with(m, a, k, 1, noop, noop, &cfg, NULL), BLK_EINVAL, "version");
+  CHECK_ERR(blk_all_to_all_config_init(&cfg, 0), BLK_EINVAL, "version");
+  CHECK_ERR(blk_all_to_all_config_init(NULL, 1), BLK_EINVAL, "NULL");
+  blk_log_set_level(BLK_LOG_WARN);
+  CHECK_OK(blk_all_to_all_with(m, a, k, 1, noop, noop, NULL, NULL)); /* NULL: the defaults */
+  check_budget(m, mem_blocks);
+  blk_master_destroy(m);
+  blk_assigner_destroy(a);
 }
 
 int main(int argc, char **argv) {
@@ -275,37 +455,19 @@ int main(int argc, char **argv) {
   static const int counts[] = {1, 2, 7, 9, 12, 13, 44, 64}; /* 13: a prime above every k */
   static const int radices[] = {2, 3, 4, 8};
   int runs = 0;
+  long placed = 0, asked = 0;
   for (int ci = 0; ci < 8; ci++) {
     blk_assigner *a;
-    blk_master *m;
     CHECK_OK(blk_assigner_create_round_robin(&a, size, counts[ci]));
-    ctx c = {counts[ci], big, BY_COPY, mem_blocks, rank, a, NULL};
-    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-    mc.threads = threads;
-    mc.destroy = destroy;
-    mc.create = create;
-    mc.save = save;
-    mc.load = load;
-    mc.mem_blocks = mem_blocks;
-    CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+    ctx c = {counts[ci], big, BY_COPY, mem_blocks, rank, a, NULL, 0, 0, -1, -1};
+    blk_master *m = master_of(a, rank, threads, mem_blocks);
     int n = blk_assigner_local_count(a, rank);
     int gids[NB_MAX];
     blk_assigner_local_gids(a, rank, gids, NB_MAX);
-    for (int i = 0; i < n; i++) {
-      void *b;
-      CHECK_OK(create(&b, gids[i], NULL));
-      CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-    }
     for (int ki = 0; ki < 4; ki++)
       for (int contiguous = 0; contiguous <= 1; contiguous++)
-        for (c.mode = BY_COPY; c.mode <= BY_REFERENCE; c.mode++) {
-          CHECK_OK(blk_partners_create(&c.swap, BLK_SWAP, 1, &c.nblocks, radices[ki], contiguous));
-          CHECK_OK(blk_all_to_all(m, a, radices[ki], contiguous, send, receive, &c));
-          for (int g = 0; g < NB_MAX; g++) { /* a read after the return shows under ASan */
-            free(sent[g]);
-            sent[g] = NULL;
-          }
-          blk_partners_destroy(c.swap);
+        for (c.mode = BY_COPY; c.mode <= PLACED; c.mode++) {
+          CHECK_OK(run(m, &c, radices[ki], contiguous, gids, n));
           runs++;
         }
     blk_log_set_level(BLK_LOG_NONE);
@@ -314,10 +476,18 @@ int main(int argc, char **argv) {
     check_budget(m, mem_blocks);
     blk_master_destroy(m);
     blk_assigner_destroy(a);
+    placed += c.placed;
+    asked += c.asked;
   }
+  if (mem_blocks)
+    CHECK_MSG(asked == 0, "rank %d: place asked %ld times under a budget", rank, asked);
+  placement_and_failures(size, rank, threads, big, mem_blocks);
   if (rank == 0)
-    printf("test_all_to_all: ok (%d runs over 1..64 blocks, %d ranks, %d threads%s%s)\n", runs,
-           size, threads, big ? ", big messages" : "", mem_blocks ? ", out-of-core" : "");
+    printf(
+        "test_all_to_all: ok (%d runs over 1..64 blocks, %d ranks, %d threads%s%s; rank 0 "
+        "placed %ld of %ld asked)\n",
+        runs, size, threads, big ? ", big messages" : "", mem_blocks ? ", out-of-core" : "", placed,
+        asked);
   MPI_Finalize();
   return 0;
 }
