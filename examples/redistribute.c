@@ -25,6 +25,12 @@
  *     (a message to itself is handed over, not copied), in the storage of
  *     the messages it received, which it has read by then.
  * It keeps nothing between rounds and reads the messages where they arrived.
+ * Memory goes round instead of being allocated: each round's messages take
+ * the storage of those just read, and the block's own array, idle between
+ * round 0 and the last round, carries one of round 0's messages (where the
+ * last round has at most two; blk_buffer_adopt) and the block takes over a
+ * message's storage in the last round (blk_buffer_detach): fresh memory
+ * costs a page fault every 4 KiB.
  *
  * A point is 32 bytes here: an id, which the checks need, and three
  * doubles. DIY's swap-reduce example, the same algorithm (one floor on the
@@ -79,8 +85,27 @@ static int spans(const point_block *b, blk_proxy *p, span *s) {
   return n;
 }
 
-/* The last round: keep what arrived. */
+/* The last round: keep what arrived. A block whose storage went out in
+ * round 0 (give_storage) takes over that of the largest message as its
+ * array, the message's points already in place, and appends the rest. */
 static int keep_points(point_block *b, blk_proxy *p) {
+  int largest = -1;
+  for (int i = 0; i < blk_proxy_in_count(p) && !b->pts; i++) {
+    blk_buffer *in = blk_proxy_incoming(p, i);
+    if (in->pos == 0 && in->size % sizeof(point) == 0 &&
+        (largest < 0 || in->capacity > blk_proxy_incoming(p, largest)->capacity))
+      largest = i;
+  }
+  if (largest >= 0) {
+    blk_buffer *in = blk_proxy_incoming(p, largest);
+    size_t bytes = in->size, cap = 0;
+    point *mem = blk_buffer_detach(in, &cap);
+    if (mem) {
+      b->pts = mem;
+      b->n = bytes / sizeof(point);
+      b->cap = cap / sizeof(point);
+    }
+  }
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     size_t count = blk_proxy_incoming_remaining(p, i) / sizeof(point);
     if (point_block_reserve(b, b->n + count)) return BLK_ENOMEM;
@@ -90,21 +115,59 @@ static int keep_points(point_block *b, blk_proxy *p) {
   return 0;
 }
 
-/* Gives out queue j room for bytes, if it has less, with the storage of
- * the largest message received (all read by the time this is called): so
- * message memory goes round the blocks, already paged in, instead of back
- * to malloc, which would hand out fresh pages (a page fault every 4 KiB)
- * for the next messages. blk_proxy_incoming allows taking it. */
-static void recycle(blk_proxy *p, int j, size_t bytes) {
-  blk_buffer *out = blk_proxy_outgoing(p, j), *best = NULL;
-  if (out->capacity >= bytes) return;
-  for (int i = 0; i < blk_proxy_in_count(p); i++) {
-    blk_buffer *in = blk_proxy_incoming(p, i);
-    if (in->capacity > (best ? best->capacity : out->capacity)) best = in;
+/* Round 0: the block's own array, read by now, becomes the storage of its
+ * largest message, instead of idling until the last round while every
+ * message of round 0 takes fresh memory (a page fault every 4 KiB). Only
+ * where the last round brings at most two messages: keep_points then finds
+ * one holding half the points in storage that came round from some block's
+ * array; with eight, it would append seven eighths of the points to a
+ * message's storage, into fresh pages (measured: more faults than saved). */
+static void give_storage(point_block *b, blk_proxy *p, const size_t *need, int nout) {
+  const blk_partners *partners = blk_proxy_partners(p);
+  if (blk_partners_round_radix(partners, blk_partners_rounds(partners) - 1) > 2) return;
+  int j = 0;
+  for (int i = 1; i < nout; i++)
+    if (need[i] > need[j]) j = i;
+  blk_buffer *out = blk_proxy_outgoing(p, j), mine;
+  if (!b->pts || out->capacity >= need[j] || b->cap * sizeof(point) < need[j]) return;
+  blk_buffer_adopt(&mine, b->pts, 0, b->cap * sizeof(point));
+  blk_buffer_swap(&mine, out);
+  blk_buffer_free(&mine); /* what the queue held, too small */
+  b->pts = NULL;
+  b->n = b->cap = 0;
+}
+
+/* Gives the out queues room for their runs (need[j] bytes) with the
+ * storage of the messages received, all read by the time this is called:
+ * so message memory goes round the blocks, already paged in, instead of
+ * back to malloc, which would hand out fresh pages (a page fault every 4
+ * KiB) for the next messages. The largest run first, each taking the
+ * smallest received storage that holds it: where a round's radix differs
+ * from the last one's (k = 4 over 8 divisions: 4, 2, 4, ...), the messages
+ * received are smaller or larger than those to send, and taking the largest
+ * for the first queue left the later ones to grow into fresh memory. A run
+ * that no received storage holds keeps its queue's own storage, which
+ * blk_proxy_enqueue replaces from blk's spare storage if too small.
+ * blk_proxy_incoming allows taking it. */
+static void recycle(blk_proxy *p, const size_t *need, int nout) {
+  int order[64], n = nout < 64 ? nout : 64;
+  for (int j = 0; j < n; j++) { /* by need, largest first (queues past 64 just grow) */
+    int at = j;
+    while (at > 0 && need[order[at - 1]] < need[j]) order[at] = order[at - 1], at--;
+    order[at] = j;
   }
-  if (best) {
-    blk_buffer_swap(best, out);
-    blk_buffer_clear(out);
+  for (int o = 0; o < n; o++) {
+    blk_buffer *out = blk_proxy_outgoing(p, order[o]), *best = NULL;
+    size_t bytes = need[order[o]];
+    if (out->capacity >= bytes) continue;
+    for (int i = 0; i < blk_proxy_in_count(p); i++) {
+      blk_buffer *in = blk_proxy_incoming(p, i);
+      if (in->capacity >= bytes && (!best || in->capacity < best->capacity)) best = in;
+    }
+    if (best) {
+      blk_buffer_swap(best, out);
+      blk_buffer_clear(out);
+    }
   }
 }
 
@@ -135,10 +198,11 @@ static int route_points(void *block, blk_proxy *p, void *user) {
     for (size_t m = 0; m < s[k].count; m++, i++)
       memcpy(&sorted[next[to[i]]++], s[k].data + m * sizeof(point), sizeof(point));
   /* 3. Send each run as one message (next[j] is now where it ends). */
-  for (int j = 0; j < nout && !rc; j++) {
-    recycle(p, j, counts[j] * sizeof(point));
-    rc = blk_proxy_enqueue(p, j, sorted + next[j] - counts[j], counts[j] * sizeof(point));
-  }
+  for (int j = 0; j < nout && !rc; j++) counts[j] *= sizeof(point); /* now bytes */
+  if (!rc && round == 0) give_storage(b, p, counts, nout);
+  if (!rc) recycle(p, counts, nout);
+  for (int j = 0; j < nout && !rc; j++)
+    rc = blk_proxy_enqueue(p, j, (unsigned char *)(sorted + next[j]) - counts[j], counts[j]);
   b->n = 0; /* every point is in a message now */
   free(sorted);
   free(counts);

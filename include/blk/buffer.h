@@ -71,6 +71,27 @@ void blk_buffer_rewind(blk_buffer *b);
  *  without copying bytes. */
 void blk_buffer_swap(blk_buffer *a, blk_buffer *b);
 
+/*! blk_buffer_adopt() :
+ *  Makes `b` own the `capacity` bytes at `data`, whose first `size` bytes
+ *  are its contents (size <= capacity), read from the start. The memory must
+ *  come from malloc, calloc or realloc: from now on the buffer grows it with
+ *  realloc and frees it with free(), and the caller must not free it. What
+ *  `b` held before is not freed. With blk_buffer_detach() a program moves
+ *  storage between its own arrays and message buffers without a copy, and
+ *  without fresh memory, whose first touch costs a page fault per page. */
+void blk_buffer_adopt(blk_buffer *b, void *data, size_t size, size_t capacity);
+
+/*! blk_buffer_detach() :
+ *  Hands the buffer's memory to the caller, who frees it with free() (or
+ *  passes it to realloc or blk_buffer_adopt()); its contents stay at the
+ *  start of it, where they were. `*capacity` (if `capacity` is not NULL)
+ *  gets the size of the memory. `b` is left empty, as after
+ *  blk_buffer_init().
+ *  @return : the memory, or NULL if the buffer owns none (nothing was
+ *            allocated, or it only refers to memory blk does not own; then
+ *            `b` is left as it was). */
+void *blk_buffer_detach(blk_buffer *b, size_t *capacity);
+
 /*! blk_buffer_reserve() :
  *  Makes room so that `extra` more bytes can be written without allocating:
  *  afterwards capacity >= size + extra. Capacity grows geometrically

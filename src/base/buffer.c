@@ -63,6 +63,21 @@ void blk_buffer_swap(blk_buffer *a, blk_buffer *b) {
   *b = t;
 }
 
+void blk_buffer_adopt(blk_buffer *b, void *data, size_t size, size_t capacity) {
+  blk_buffer_init(b);
+  b->data = data;
+  b->capacity = data ? capacity : 0;
+  b->size = data && size <= capacity ? size : 0;
+}
+
+void *blk_buffer_detach(blk_buffer *b, size_t *capacity) {
+  if (!b->data || b->capacity == 0) return NULL; /* nothing, or a reference */
+  void *data = b->data;
+  if (capacity) *capacity = b->capacity;
+  blk_buffer_init(b);
+  return data;
+}
+
 size_t blk_buffer_remaining(const blk_buffer *b) {
   return b->size - b->pos;
 }

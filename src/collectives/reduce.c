@@ -32,6 +32,7 @@
  * block needs was sent to it, so nothing is left to wait for) and the
  * closing agreement (alpha log p) is done.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,6 +576,51 @@ static void drive(rstate *s) {
   }
 }
 
+/* The local lids in the order to start them (NULL: lid order, when the
+ * partners have no round positions or there is no memory): sorted by the
+ * number whose digits are a block's positions in rounds 0, 1, ... (round 0
+ * the lowest digit), so the members of each round-0 group come together,
+ * then those of each group of round 1, and so on. With the scheduler's
+ * latest-round-first choice (schedule.h, depth_first) the blocks then go
+ * through the rounds in small groups, whose messages are still in the
+ * cache when their receivers run, instead of every block finishing a round
+ * before any starts the next: a swap over 512 blocks of 640 KB moves 320 MB
+ * a round, ten times the cache. */
+typedef struct keyed {
+  uint64_t key;
+  int lid;
+} keyed;
+
+static int by_key(const void *a, const void *b) {
+  const keyed *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->lid - y->lid;
+}
+
+static int *depth_order(const rstate *s) {
+  int n = s->nblocks, *order = n > 1 ? blk__malloc((size_t)n * sizeof *order) : NULL;
+  keyed *k = order ? blk__malloc((size_t)n * sizeof *k) : NULL;
+  if (!k) {
+    free(order);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    uint64_t key = 0, mult = 1;
+    for (int r = 0; r < s->rounds && mult < (UINT64_MAX >> 16); r++) {
+      int pos = blk_partners_round_position(s->p, r, s->rb[i].gid);
+      int radix = blk_partners_round_radix(s->p, r);
+      if (pos < 0 || radix <= 0 || radix > 0xffff) break;
+      key += (uint64_t)pos * mult;
+      mult *= (uint64_t)radix;
+    }
+    k[i] = (keyed){key, i};
+  }
+  qsort(k, (size_t)n, sizeof *k, by_key);
+  for (int i = 0; i < n; i++) order[i] = k[i].lid;
+  free(k);
+  return order;
+}
+
 static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                       void *user, const blk__driver *d) {
   if (!fn || !a || !p)
@@ -606,7 +652,10 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
   blk__op_begin(s.o, d->name, route_reduce, &s);
   if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
-  for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[i], 0);
+  s.sched.depth_first = 1;
+  int *order = depth_order(&s);
+  for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[order ? order[i] : i], 0);
+  free(order);
   drive(&s);
   rc = blk__op_end(s.o, NULL);
   end_state(&s);

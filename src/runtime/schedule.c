@@ -19,8 +19,10 @@
  * for a hand-off: reading the clock costs about as much as a tiny callback.
  *
  * Picking is O(ready) per task: the first ready block already in memory, or
- * else the first ready block. That keeps a foreach over N blocks O(N^2) in
- * the worst case, which is nothing next to a load at any realistic N.
+ * else the first ready block (depth_first: of the latest round). That keeps
+ * a foreach over N blocks O(N^2) in the worst case, which is nothing next
+ * to a load at any realistic N. depth_first times every run the driver
+ * makes (two clock reads), to return from pump after a long one.
  */
 #include "runtime/schedule.h"
 
@@ -35,6 +37,7 @@
 #define LONG_FACTOR 16    /* a task this many hand-offs long goes to a worker even alone */
 #define MARGIN_PERCENT 20 /* handing over must save this much of the time on the driver */
 #define TIME_EVERY 16     /* a driver's run far below paying is timed once in this many */
+#define DEPTH_NS 20000    /* depth_first: a driver's run this long ends the pump */
 
 typedef struct task_cost {
   blk__task_kind kind;
@@ -183,10 +186,14 @@ int blk__sched_hand_over(int64_t cost_ns, int n, int threads, int64_t handoff_ns
 /* Runs lid's task on the driver, timing it when the estimate asks for it. */
 static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
   void *arg = s->args[lid];
-  if (c && (c->ns < 0 || c->ns * LONG_FACTOR * 4 > handoff || c->runs++ % TIME_EVERY == 0)) {
+  int learning =
+      c && (c->ns < 0 || c->ns * LONG_FACTOR * 4 > handoff || c->runs++ % TIME_EVERY == 0);
+  if (learning || s->depth_first) {
     int64_t start = blk__now_ns();
     s->run(arg);
-    learn(c, blk__now_ns() - start);
+    int64_t ns = blk__now_ns() - start;
+    if (learning) learn(c, ns);
+    if (ns >= DEPTH_NS) s->yield = s->depth_first;
   } else {
     s->run(arg);
   }
@@ -194,12 +201,22 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
   s->done[s->ndone++] = lid;
 }
 
+/* The index in ready of the next block to run: the first in memory (else
+ * the first); depth_first, the first in memory of the latest round. */
+static int pick(const blk__sched *s) {
+  int best = -1;
+  for (int i = 0; i < s->nready; i++) {
+    if (!in_memory(s, s->ready[i])) continue;
+    if (!s->depth_first) return i;
+    if (best < 0 || s->round[s->ready[i]] > s->round[s->ready[best]]) best = i;
+  }
+  return best < 0 ? 0 : best;
+}
+
 void blk__sched_pump(blk__sched *s) {
   int64_t handoff = -1; /* asked of the pool once per pump, when needed */
   while (s->nready > 0) {
-    int i = 0;
-    while (i < s->nready && !in_memory(s, s->ready[i])) i++;
-    if (i == s->nready) i = 0;
+    int i = pick(s);
     int lid = s->ready[i];
     task_cost *c = NULL;
     int pool = 0;
@@ -230,6 +247,10 @@ void blk__sched_pump(blk__sched *s) {
     int rc = s->prepare ? s->prepare(s->args[lid]) : BLK_OK;
     if (!rc && !pool) {
       run_here(s, lid, c, handoff);
+      if (s->yield) { /* depth_first: its messages go out before the next */
+        s->yield = 0;
+        break;
+      }
       continue;
     }
     if (!rc) rc = blk__pool_submit(s->pool, run_task, &s->tasks[lid]);

@@ -75,6 +75,13 @@ typedef struct blk__sched {
   int *done; /* lids the driver ran itself, not yet collected */
   int ndone;
   int running, limit; /* tasks on the pool; its threads */
+  /* A reduction's order (set by its driver): the ready block in the latest
+   * round first, and pump returns after each long task the driver ran, so
+   * its messages go out and the block that needs them next runs while
+   * they are still in the cache, instead of every ready block running
+   * before any message moves. */
+  int depth_first;
+  int yield; /* depth_first: the driver just ran a long task */
   blk__task_kind kind;
   struct blk__task_costs *costs; /* the estimates, kept by the operation */
   /* Told of every load, eviction or hand-off that failed, on the driver

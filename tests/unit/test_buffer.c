@@ -1,6 +1,8 @@
 /* test_buffer: the serialization buffer, its growth and its sticky errors. */
 #include <float.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "blk/blk.h"
 #include "blk/buffer.h"
@@ -306,6 +308,28 @@ static void test_swap(void) {
   blk_buffer_free(&b);
 }
 
+/* adopt and detach move memory in and out without a copy. */
+static void test_adopt_detach(void) {
+  blk_buffer b = BLK_BUFFER_INIT;
+  size_t cap = 0;
+  CHECK(blk_buffer_detach(&b, &cap) == NULL && cap == 0); /* owns nothing */
+  unsigned char *mem = malloc(64);
+  CHECK(mem != NULL);
+  memcpy(mem, "abcd", 4);
+  blk_buffer_adopt(&b, mem, 4, 64);
+  CHECK(b.data == mem && b.size == 4 && b.capacity == 64 && b.pos == 0 && !b.error);
+  char got[4];
+  CHECK(blk_buffer_read(&b, got, 4) == 0 && memcmp(got, "abcd", 4) == 0);
+  CHECK(blk_buffer_write(&b, "ef", 2) == 0 && b.data == mem);     /* fits: no realloc */
+  CHECK(blk_buffer_reserve(&b, 1000) == 0 && b.capacity >= 1006); /* grows with realloc */
+  unsigned char *out = blk_buffer_detach(&b, &cap);
+  CHECK(out != NULL && cap >= 1006 && memcmp(out, "abcdef", 6) == 0);
+  CHECK(b.data == NULL && b.size == 0 && b.capacity == 0);
+  blk_buffer_adopt(&b, out, 6, cap);
+  blk_buffer_free(&b); /* frees what it adopted */
+  CHECK(b.data == NULL);
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
   test_values();
@@ -314,6 +338,7 @@ int main(void) {
   test_read_past_end();
   test_bad_arrays();
   test_swap();
+  test_adopt_detach();
   printf("test_buffer: ok\n");
   return 0;
 }
