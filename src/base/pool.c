@@ -6,11 +6,11 @@
  *   - two rings of the same capacity `cap`: `queue` holds submitted tasks not
  *     yet started (FIFO), `finished` holds the args of finished tasks not yet
  *     collected, in completion order.
- *   - who waits how: `spinning` and `sleeping` count workers polling for or
- *     sleeping on new work, `driver_asleep` says the driver sleeps on `done`.
- *   - two atomic counters, written under the lock and polled without it:
- *     work_seq, bumped whenever work is published (a task queued, stop), and
- *     done_seq, bumped whenever a worker finishes a task.
+ *   - who waits: `sleeping` counts workers waiting on `work` (`signaled` of
+ *     them were signaled and are not up yet), `driver_asleep` says the driver
+ *     sleeps on `done`.
+ *   - done_seq, an atomic counter written under the lock and polled without
+ *     it, bumped whenever a worker finishes a task.
  *   - `outstanding` and `may_spin` (driver only, no lock): tasks submitted
  *     but not collected, and whether collect's next wait may spin.
  *
@@ -19,39 +19,32 @@
  *     both rings in submit before the count would pass cap, so a worker never
  *     allocates and a finished task can never be dropped.
  *
- * Waiting: spin briefly, then sleep. On a virtual machine a condition
- * variable hand-off wakes a halted vCPU through the hypervisor: measured on
- * a 2-vCPU KVM guest, a round trip cost 59-67 us against 0.2-0.9 us through
- * a polled atomic, so each task paid ~31 us in wake-ups, far more than a
- * small callback costs. So a waiter first polls its counter for up to
- * SPIN_NS, about what one wake-up costs (so a waiter that gives up has
- * wasted at most what sleeping at once would have cost it), then sleeps on
- * its condition variable:
- *   - A worker that finds nothing to do counts itself in `spinning`, drops
- *     the lock and polls work_seq, until SPIN_NS after it finished its last
- *     piece of work; after each change it looks under the lock (another
- *     worker may have taken the work: it polls on). Once the time is up it
- *     counts itself in `sleeping` and waits on `work`. So an idle worker
- *     spins at most SPIN_NS per piece of work it ran.
- *   - The driver's waits (collect with a timeout) poll done_seq the same way (collect no longer
- * than its timeout), then sleep on `done` (on CLOCK_MONOTONIC, for timed collects) with
- * driver_asleep set. After a spin that found nothing, collect sleeps without spinning until the
- * driver has submitted or collected a task again, so a driver that keeps collecting with short
- * timeouts while long callbacks run sleeps rather than spins.
+ * Waiting. On a virtual machine a condition variable hand-off wakes a halted
+ * vCPU through the hypervisor: measured on a 2-vCPU KVM guest, a round trip
+ * cost 59-67 us against 0.2-0.9 us through a polled atomic.
+ *   - A worker with nothing queued sleeps on `work` at once. It used to poll
+ *     for 30 us after each task first; on 2 cores with the driver and other
+ *     ranks running, those polls took the core the driver needed to move the
+ *     results on (docs/performance.md section 13.4: a 1 MiB broadcast at 1
+ *     rank x 8 blocks took 1.9x as long as with one thread, 1.3x without the
+ *     polls). The scheduler hands a worker only callbacks long enough to pay
+ *     for its wake-up (runtime/schedule.h), so it can afford to sleep.
+ *   - The driver's waits (collect with a timeout) poll done_seq for up to
+ *     SPIN_NS (no longer than the timeout), then sleep on `done` (on
+ *     CLOCK_MONOTONIC, for timed collects) with driver_asleep set. After a
+ *     spin that found nothing, collect sleeps without spinning until the
+ *     driver has submitted or collected a task again, so a driver that keeps
+ *     collecting with short timeouts while long callbacks run sleeps rather
+ *     than spins. The spin pauses the CPU between polls and yields the core
+ *     about every microsecond, offering it to a worker computing a callback.
  *   - Wake-ups are sent only to sleepers: submit signals `work` only if a
- *     worker sleeps and the queued tasks outnumber the spinning workers (each
- *     of those takes one when it looks again), and a worker signals `done`
- *     only if driver_asleep
- *     is set (only the driver waits there, so a signal is enough).
- *   - The spin pauses the CPU between polls and yields the core about every
- *     microsecond, offering it to a runnable thread (a worker computing a
- *     callback, another rank on a shared core). Linux may hand the core
- *     straight back when that thread has had more than its share, so it is
- *     the SPIN_NS bound that limits what a spin can take from others.
+ *     worker sleeps unsignaled and the queued tasks outnumber the workers
+ *     already signaled, and a worker signals `done` only if driver_asleep is
+ *     set (only the driver waits there, so a signal is enough).
  * No wake-up can be lost: every thread decides to sleep, and counts itself
  * as sleeping, under the lock, after checking its predicate there; whoever
  * changes the predicate does so under the lock and then sees the count. The
- * polling only makes a change noticed sooner; after it the poller always
+ * driver's polling only makes a change noticed sooner; after it, it always
  * checks again under the lock. Callbacks run without the lock.
  *
  * With one thread there are no workers; submit runs the task on the caller
@@ -61,9 +54,9 @@
  * themselves so that the scheduler can tell when handing a callback over
  * pays (runtime/schedule.c): the pickup (submit to start) of tasks that found
  * a worker asleep, and the return (finish to collect) of tasks the driver
- * was waiting for. Each is an exponentially weighted average, updated under
- * the lock; a pickup by a spinning worker, or of a task that had to queue
- * behind busy workers, says nothing about a wake-up and is not counted.
+ * was waiting for. Each is an exponentially weighted average (average_in),
+ * updated under the lock; a pickup of a task that had to queue behind busy
+ * workers says nothing about a wake-up and is not counted.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -82,7 +75,7 @@
 #include "base/thread.h"
 
 #define MIN_RING ((size_t)16)
-#define SPIN_NS 30000L /* how long a waiter polls before it sleeps (see above) */
+#define SPIN_NS 30000L /* how long the driver polls before it sleeps (see above) */
 #define SPIN_POLLS 16  /* polls between clock reads and yields (~0.5 us of PAUSEs on Zen 5) */
 /* Hand-off costs assumed until measured: a condition-variable wake-up each
  * way, as on the 2-vCPU VM of docs/performance.md (a round trip took 59-67 us). */
@@ -110,10 +103,9 @@ struct blk__pool {
   blk__cond *work; /* workers wait here */
   blk__cond *done; /* the driver waits here */
   int stopping;
-  int spinning, sleeping; /* workers polling work_seq, waiting on `work` */
+  int sleeping;           /* workers waiting on `work` */
   int signaled;           /* sleepers signaled and not yet awake (for the measurements) */
   int driver_asleep;      /* the driver waits on `done` */
-  atomic_ulong work_seq;  /* bumped when work is published */
   atomic_ulong done_seq;  /* bumped when a task finishes */
   int may_spin;           /* driver only: collect may spin before it sleeps */
 
@@ -128,14 +120,21 @@ struct blk__pool {
   size_t finished_head, finished_count;
   size_t outstanding;
 
-  /* Measured hand-off costs (see the top), in ns; < 0: not yet. */
+  /* Measured hand-off costs (see the top), in ns, from the guesses. */
   int64_t pickup_ns, return_ns;
 };
 
-/* An exponentially weighted average over about the last 4 samples. */
+/* An exponentially weighted average over about the last 4 samples, starting
+ * from the guess; a sample counts at most 4 times the average (plus 1 us,
+ * so a tiny average can still grow), so one
+ * stretched by the operating system (a thread's first wake-up, a preempted
+ * vCPU: milliseconds, seen) does not stop every hand-off for good (no
+ * hand-off, no new sample), while a machine whose wake-ups really cost
+ * more gets there in a few samples. */
 static void average_in(int64_t *avg, int64_t sample) {
   if (sample < 0) sample = 0;
-  *avg = *avg < 0 ? sample : *avg + (sample - *avg) / 4;
+  if (sample > 4 * *avg + 1000) sample = 4 * *avg + 1000;
+  *avg += (sample - *avg) / 4;
 }
 
 /* Tells the CPU this is a spin-wait loop (x86's PAUSE lowers the cost of
@@ -198,7 +197,6 @@ static void worker_main(void *arg) {
   my_pool = p;
   blk__context_enter(p->context);
   blk__set_panic_handoff(worker_panic);
-  int64_t spin_until = 0; /* after running a task, poll for more until then */
   blk__mutex_lock(p->lock);
   for (;;) {
     if (p->queue_count > 0) {
@@ -209,7 +207,6 @@ static void worker_main(void *arg) {
       blk__mutex_unlock(p->lock);
       t.fn(t.arg);
       int64_t ended = blk__now_ns();
-      spin_until = ended + SPIN_NS;
       blk__mutex_lock(p->lock);
       p->finished[(p->finished_head + p->finished_count) % p->cap] = (finished_task){t.arg, ended};
       p->finished_count++;
@@ -217,15 +214,9 @@ static void worker_main(void *arg) {
       if (p->driver_asleep) blk__cond_signal(p->done);
     } else if (p->stopping) {
       break;
-    } else if (blk__now_ns() < spin_until) {
-      /* Also after a change another worker took first: keep polling. */
-      unsigned long seen = atomic_load_explicit(&p->work_seq, memory_order_relaxed);
-      p->spinning++;
-      blk__mutex_unlock(p->lock);
-      spin_for_change(&p->work_seq, seen, spin_until);
-      blk__mutex_lock(p->lock);
-      p->spinning--;
     } else {
+      /* Nothing queued: sleep at once (see the top: a polling worker takes
+       * the core the driver needs). */
       p->sleeping++;
       blk__cond_wait(p->work, p->lock);
       p->sleeping--;
@@ -241,7 +232,6 @@ static void teardown(blk__pool *p) {
   if (p->nstarted > 0) {
     blk__mutex_lock(p->lock);
     p->stopping = 1;
-    bump(&p->work_seq);
     blk__cond_broadcast(p->work);
     blk__mutex_unlock(p->lock);
     for (int i = 0; i < p->nstarted; i++) blk__thread_join(p->threads[i]);
@@ -263,8 +253,8 @@ int blk__pool_create(blk__pool **out, int nthreads, const blk__context *context)
   if (!p) return blk__fail(BLK_ENOMEM, "pool: cannot allocate a pool of %d threads", nthreads);
   p->nthreads = nthreads;
   p->context = context;
-  p->pickup_ns = p->return_ns = -1;
-  atomic_init(&p->work_seq, 0);
+  p->pickup_ns = PICKUP_NS_GUESS;
+  p->return_ns = RETURN_NS_GUESS;
   atomic_init(&p->done_seq, 0);
   int rc = blk__mutex_create(&p->lock);
   if (!rc) rc = blk__cond_create(&p->work);
@@ -361,16 +351,13 @@ int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
   }
   int64_t now = blk__now_ns();
   blk__mutex_lock(p->lock);
-  /* Each spinning worker takes a task without being woken; wake a sleeper
-   * only for a task they would leave queued. */
-  int wake = p->sleeping > 0 && p->queue_count + 1 > (size_t)p->spinning;
-  /* Its pickup measures a wake-up only if a sleeper not yet signaled is
-   * woken for it (later tasks wait for a worker to be free). */
-  int woke = wake && p->sleeping > p->signaled;
-  p->signaled += woke;
-  p->queue[(p->queue_head + p->queue_count) % p->cap] = (task){fn, arg, now, woke};
+  /* Wake a sleeper for each queued task beyond what the sleepers already
+   * signaled will take; its pickup then measures a wake-up (a task queued
+   * without one waits for a busy worker, which says nothing about it). */
+  int wake = p->sleeping > p->signaled && p->queue_count + 1 > (size_t)p->signaled;
+  p->signaled += wake;
+  p->queue[(p->queue_head + p->queue_count) % p->cap] = (task){fn, arg, now, wake};
   p->queue_count++;
-  bump(&p->work_seq);
   if (wake) blk__cond_signal(p->work);
   blk__mutex_unlock(p->lock);
   p->may_spin = 1;
@@ -416,8 +403,7 @@ size_t blk__pool_outstanding(const blk__pool *p) {
 int64_t blk__pool_handoff_ns(blk__pool *p) {
   if (p->nthreads == 1) return 0;
   blk__mutex_lock(p->lock);
-  int64_t pickup = p->pickup_ns < 0 ? PICKUP_NS_GUESS : p->pickup_ns;
-  int64_t back = p->return_ns < 0 ? RETURN_NS_GUESS : p->return_ns;
+  int64_t h = p->pickup_ns + p->return_ns;
   blk__mutex_unlock(p->lock);
-  return pickup + back;
+  return h;
 }

@@ -7,15 +7,15 @@
  * With T == 1 no thread is created and everything runs on the caller, in
  * order, so a single-threaded run is deterministic and easy to debug.
  *
- * Waiting (T > 1): every wait polls briefly, for about 30 us, before it
- * sleeps on a condition variable: a worker that has finished a task polls
- * for the next one, and the driver polls for a finished task. On a virtual
- * machine waking a sleeping thread goes through the hypervisor and costs
- * tens of microseconds, far more than a polled atomic (docs/performance.md
- * has the figures). The polling yields the core about every microsecond,
- * offering it to a thread that has work (a worker, another rank), and is
- * bounded: a worker polls at most ~30 us per task it ran, the driver at
- * most ~30 us per task it submits or collects.
+ * Waiting (T > 1): a worker with nothing queued sleeps on a condition
+ * variable at once (polling for more work took the core the driver needs on
+ * a machine with few cores). The driver's waits for a finished task poll
+ * briefly, for about 30 us, before they sleep: on a virtual machine waking a
+ * sleeping thread goes through the hypervisor and costs tens of
+ * microseconds, far more than a polled atomic (docs/performance.md has the
+ * figures). The polling yields the core about every microsecond, offering
+ * it to a worker, and is bounded: at most ~30 us per task the driver
+ * submits or collects.
  *
  * Threads: one driver thread owns a pool. Only it may call the functions
  * below on that pool, one at a time. Tasks run on the pool's worker threads
@@ -71,8 +71,9 @@ size_t blk__pool_outstanding(const blk__pool *p);
 /* What handing a task to a worker that sleeps costs the driver, in ns: the
  * measured wake-up of a sleeping worker (submit to start) plus the measured
  * wait of the driver for a finished task (finish to collect), each averaged
- * over the last few tasks that paid it; a guess of a virtual machine's
- * condition-variable wake-ups until there are samples. 0 with T == 1. */
+ * over the last few tasks that paid it, starting from a guess of a virtual
+ * machine's condition-variable wake-ups; one sample moves it at most 4 times
+ * itself (a stretched one must not stop hand-offs for good). 0 with T == 1. */
 int64_t blk__pool_handoff_ns(blk__pool *p);
 
 #endif

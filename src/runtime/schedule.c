@@ -10,10 +10,11 @@
  *
  * The estimates: a table kept by the operation between operations, one
  * entry per (kind, round) in a slot picked by hash (a clash replaces the
- * entry: its kind is then unknown again). An entry is an average of the
- * last few run times; one sample can raise it at most to 8 times itself
- * plus 4 us, so a run stretched by the operating system (a preempted vCPU)
- * does not send a cheap kind to the pool for long, while a kind that really
+ * entry: its kind is then unknown again). An entry holds two averages of
+ * the last few run times, on the driver and on the workers (see figures);
+ * one sample can raise an average at most to 8
+ * times itself plus 4 us, so a run stretched by the operating system (a
+ * preempted vCPU) does not send a cheap kind to the pool for long, while a kind that really
  * grew (a larger array) gets there in a few runs. The driver times the runs
  * it makes itself only now and then once they are far below what could pay
  * for a hand-off: reading the clock costs about as much as a tiny callback.
@@ -21,8 +22,9 @@
  * Picking is O(ready) per task: the first ready block already in memory, or
  * else the first ready block (depth_first: of the latest round). That keeps
  * a foreach over N blocks O(N^2) in the worst case, which is nothing next
- * to a load at any realistic N. depth_first times every run the driver
- * makes (two clock reads), to return from pump after a long one.
+ * to a load at any realistic N. depth_first times the driver's runs (two
+ * clock reads; one run in TIME_EVERY while they are short), to return from
+ * pump after a long one.
  */
 #include "runtime/schedule.h"
 
@@ -42,7 +44,10 @@
 typedef struct task_cost {
   blk__task_kind kind;
   int round;
-  int64_t ns; /* < 0: unknown */
+  int64_t ns;      /* its run time on the driver; < 0: unknown */
+  int64_t pool_ns; /* on a worker (next to other workers, caches cold); < 0: unknown */
+  unsigned char moving, pool_moving; /* its last sample was far from the average */
+  unsigned char pool_last;           /* the last sample was a worker's */
   unsigned runs;
 } task_cost;
 
@@ -102,7 +107,7 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
     blk__kept *k = blk__op_kept(o, &costs_owner, costs_free);
     if (!k->mem && (k->mem = blk__malloc(sizeof *s->costs)))
       for (int i = 0; i < COST_SLOTS; i++)
-        ((struct blk__task_costs *)k->mem)->slot[i] = (task_cost){NULL, 0, -1, 0};
+        ((struct blk__task_costs *)k->mem)->slot[i] = (task_cost){NULL, 0, -1, -1, 0, 0, 0, 0};
     if (!k->mem) return blk__fail(BLK_ENOMEM, "schedule: no memory for the estimates");
     s->costs = k->mem;
   }
@@ -155,45 +160,89 @@ static task_cost *cost_of(blk__sched *s, int round) {
   memcpy(&key, &s->kind, sizeof key < sizeof s->kind ? sizeof key : sizeof s->kind);
   size_t h = (size_t)((key >> 4) * 31u + (uintptr_t)(unsigned)round) % COST_SLOTS;
   task_cost *c = &s->costs->slot[h];
-  if (c->kind != s->kind || c->round != round) *c = (task_cost){s->kind, round, -1, 0};
+  if (c->kind != s->kind || c->round != round) *c = (task_cost){s->kind, round, -1, -1, 0, 0, 0, 0};
   return c;
 }
 
-static void learn(task_cost *c, int64_t ns) {
+/* One run's time into the estimate *avg (< 0: none yet); *moving says
+ * whether the sample was far from the average (more than twice or less
+ * than half of it): the callbacks are changing, and the average lags
+ * behind them for a few runs. */
+static void learn(int64_t *avg, unsigned char *moving, int64_t ns) {
   if (ns < 0) ns = 0;
-  if (c->ns < 0) {
-    c->ns = ns;
+  if (*avg < 0) {
+    *avg = ns;
+    *moving = 0;
     return;
   }
-  int64_t cap = 8 * c->ns + 4000;
+  *moving = ns > 2 * *avg + 1000 || 2 * ns + 1000 < *avg;
+  int64_t cap = 8 * *avg + 4000;
   if (ns > cap) ns = cap;
-  c->ns += (ns - c->ns) / 4;
+  *avg += (ns - *avg) / 4;
 }
 
-int blk__sched_hand_over(int64_t cost_ns, int n, int threads, int64_t handoff_ns) {
+#define STALE_RATIO 4 /* figures this far apart: the older one is stale */
+
+/* The policy's figures for c. Each side is measured only while callbacks
+ * run there, so the two figures next to each other say how much slower a
+ * worker is (memory bandwidth, cold caches) only while both are current. A
+ * side is taken as fast as the other where it is unknown, where its figure
+ * still moves and the other's does not, and where the two are STALE_RATIO
+ * apart or both move (then the side measured last is believed: a worker is
+ * not that much slower, the callbacks changed). */
+static void figures(const task_cost *c, int64_t *here, int64_t *pool) {
+  *here = c->ns;
+  *pool = c->pool_ns;
+  if (*here < 0 || *pool < 0) return;
+  int far = *here > STALE_RATIO * *pool + 1000 || *pool > STALE_RATIO * *here + 1000;
+  if (!far && !c->moving && !c->pool_moving) return;
+  int here_stale = far || (c->moving && c->pool_moving) ? c->pool_last : c->moving;
+  if (here_stale)
+    *here = *pool;
+  else
+    *pool = *here;
+}
+
+int blk__sched_hand_over(int64_t here_ns, int64_t pool_ns, int n, int threads, int64_t handoff_ns) {
   if (threads <= 1) return 0;
-  if (cost_ns < 0) return 1; /* unknown: a worker measures it, and the driver stays free */
-  if (cost_ns >= LONG_FACTOR * handoff_ns) return 1;
+  if (here_ns < 0 && pool_ns < 0)
+    return 1;                         /* unknown: a worker measures it, the driver stays free */
+  if (here_ns < 0) here_ns = pool_ns; /* one side unknown: as fast as the other */
+  if (pool_ns < 0) pool_ns = here_ns;
+  /* Long on its own, and about as fast on a worker. */
+  if (here_ns >= LONG_FACTOR * handoff_ns && pool_ns * (100 - MARGIN_PERCENT) <= here_ns * 100)
+    return 1;
   if (n < 2) return 0;
-  /* n tasks on the driver take n c; on the workers h + ceil(n / T) c. */
-  int64_t on_driver = (int64_t)n * cost_ns;
-  int64_t on_pool = handoff_ns + (int64_t)((n + threads - 1) / threads) * cost_ns;
+  /* n tasks on the driver take n c; on the workers h + ceil(n / T) c', c'
+   * as measured there (next to each other they share the memory bandwidth,
+   * and they start with cold caches). */
+  int64_t on_driver = (int64_t)n * here_ns;
+  int64_t on_pool = handoff_ns + (int64_t)((n + threads - 1) / threads) * pool_ns;
   return on_pool * 100 <= on_driver * (100 - MARGIN_PERCENT);
 }
 
 /* ---- running ---- */
 
-/* Runs lid's task on the driver, timing it when the estimate asks for it. */
+/* Runs lid's task on the driver, timing it when the estimate asks for it,
+ * or depth_first when the last timed run was not short (else one run in
+ * TIME_EVERY: the clock costs as much as a tiny callback). */
 static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
   void *arg = s->args[lid];
   int learning =
       c && (c->ns < 0 || c->ns * LONG_FACTOR * 4 > handoff || c->runs++ % TIME_EVERY == 0);
-  if (learning || s->depth_first) {
+  int depth = s->depth_first && (s->depth_ns * 4 >= DEPTH_NS || s->depth_skip++ % TIME_EVERY == 0);
+  if (learning || depth) {
     int64_t start = blk__now_ns();
     s->run(arg);
     int64_t ns = blk__now_ns() - start;
-    if (learning) learn(c, ns);
-    if (ns >= DEPTH_NS) s->yield = s->depth_first;
+    if (learning) {
+      learn(&c->ns, &c->moving, ns);
+      c->pool_last = 0;
+    }
+    if (s->depth_first) {
+      s->depth_ns = ns;
+      s->yield = ns >= DEPTH_NS;
+    }
   } else {
     s->run(arg);
   }
@@ -215,18 +264,32 @@ static int pick(const blk__sched *s) {
 
 void blk__sched_pump(blk__sched *s) {
   int64_t handoff = -1; /* asked of the pool once per pump, when needed */
+  /* Once the driver is to run a round's task, it runs the rest of that
+   * round's ready tasks in this pump too (fewer of them pay even less, and
+   * none becomes ready meanwhile), without looking the estimate up again:
+   * the policy costs a lookup per round, not per task. */
+  int here_round = -1;
+  task_cost *here_cost = NULL;
   while (s->nready > 0) {
     int i = pick(s);
     int lid = s->ready[i];
     task_cost *c = NULL;
     int pool = 0;
-    if (s->limit > 1) {
+    if (s->limit > 1 && here_cost && s->round[lid] == here_round) {
+      c = here_cost;
+    } else if (s->limit > 1) {
       c = cost_of(s, s->round[lid]);
       if (forced) {
         pool = forced > 0;
       } else {
         if (handoff < 0) handoff = blk__pool_handoff_ns(s->pool);
-        pool = blk__sched_hand_over(c->ns, s->nready + s->running, s->limit, handoff);
+        int64_t here_ns, pool_ns;
+        figures(c, &here_ns, &pool_ns);
+        pool = blk__sched_hand_over(here_ns, pool_ns, s->nready + s->running, s->limit, handoff);
+      }
+      if (!pool && (c->ns >= 0 || c->pool_ns >= 0)) {
+        here_round = s->round[lid];
+        here_cost = c;
       }
       /* Out-of-core, at most one running block per worker is pinned; in-core
        * the workers take queued tasks without waiting for the driver. */
@@ -295,7 +358,11 @@ size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long t
     blk__task *t = done[i];
     int lid = t->lid;
     s->running--;
-    if (s->costs) learn(cost_of(s, s->round[lid]), t->ran_ns);
+    if (s->costs) {
+      task_cost *c = cost_of(s, s->round[lid]);
+      learn(&c->pool_ns, &c->pool_moving, t->ran_ns);
+      c->pool_last = 1;
+    }
     unpin(s, lid);
     lids[n] = lid;
     ran[n++] = 1;

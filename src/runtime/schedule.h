@@ -13,15 +13,21 @@
  * wake-up each way (tens of microseconds on a virtual machine), far more
  * than a short callback. So the driver runs a task itself unless handing it
  * over pays: the scheduler keeps the measured run time of the operation's
- * callbacks (an average per kind of callback and round, kept between
- * operations) and asks the pool what a hand-off costs, and hands a task to
- * a worker when
+ * callbacks (averages per kind of callback and round, kept between
+ * operations), on the driver (c) and on the workers (c': two callbacks side
+ * by side share the memory bandwidth, and a worker starts with cold caches,
+ * so a copy or a sum of large arrays can take longer there), and asks the
+ * pool what a hand-off costs (h), and hands a task to a worker when
  *   - nothing is known yet about its kind and round (the first ones), or
  *   - the ready tasks run in parallel save more than the hand-off costs:
- *     h + ceil(n / T) c <= (1 - margin) n c for n ready tasks of c each on
- *     T workers, or
- *   - it is long on its own (c >= 16 h): the hand-off is small next to it,
- *     and the driver stays free to move messages while it runs.
+ *     h + ceil(n / T) c' <= (1 - margin) n c for n ready tasks on T
+ *     workers, or
+ *   - it is long on its own (c >= 16 h) and about as fast on a worker: the
+ *     hand-off is small next to it, and the driver stays free to move
+ *     messages while it runs.
+ * Once the driver is to run a task of a round, it runs that round's other
+ * ready tasks too without asking again, so the policy costs a lookup per
+ * round, not per task.
  * A callback the driver runs itself holds up this rank's messages until it
  * returns; one that waits for something only another rank's callback can
  * do (outside blk's messages) must therefore not be short the rest of the
@@ -81,7 +87,9 @@ typedef struct blk__sched {
    * they are still in the cache, instead of every ready block running
    * before any message moves. */
   int depth_first;
-  int yield; /* depth_first: the driver just ran a long task */
+  int yield;           /* depth_first: the driver just ran a long task */
+  int64_t depth_ns;    /* depth_first: the driver's last timed run */
+  unsigned depth_skip; /* depth_first: runs since, while they were short */
   blk__task_kind kind;
   struct blk__task_costs *costs; /* the estimates, kept by the operation */
   /* Told of every load, eviction or hand-off that failed, on the driver
@@ -125,10 +133,11 @@ static inline int blk__sched_running(const blk__sched *s) {
 }
 
 /* The policy above, for n ready tasks whose callbacks are expected to take
- * cost_ns each (< 0: unknown), on a pool of threads workers whose hand-off
- * costs handoff_ns: 1 to hand the next one to a worker, 0 to run it on the
+ * here_ns each on the driver and pool_ns on a worker (< 0: unknown, taken
+ * as the other), on a pool of threads workers whose hand-off costs
+ * handoff_ns: 1 to hand the next one to a worker, 0 to run it on the
  * driver. */
-int blk__sched_hand_over(int64_t cost_ns, int n, int threads, int64_t handoff_ns);
+int blk__sched_hand_over(int64_t here_ns, int64_t pool_ns, int n, int threads, int64_t handoff_ns);
 
 /* For tests: 0 lets the policy decide (the default); 1 hands every task to
  * the pool, -1 runs every task on the driver (threads > 1 only). Set on the

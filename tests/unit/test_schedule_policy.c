@@ -13,28 +13,38 @@ static void nothing(void *arg) {
 int main(void) {
   const int64_t us = 1000, h = 60 * us;
   /* One thread: always on the driver. */
-  CHECK_EQ_INT(blk__sched_hand_over(-1, 8, 1, h), 0);
-  CHECK_EQ_INT(blk__sched_hand_over(1000 * us, 8, 1, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(-1, -1, 8, 1, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(1000 * us, 1000 * us, 8, 1, h), 0);
   /* Nothing known yet: to a worker, which measures it. */
-  CHECK_EQ_INT(blk__sched_hand_over(-1, 1, 2, h), 1);
+  CHECK_EQ_INT(blk__sched_hand_over(-1, -1, 1, 2, h), 1);
   /* Alone: only when 16 hand-offs long. */
-  CHECK_EQ_INT(blk__sched_hand_over(100, 1, 2, h), 0);
-  CHECK_EQ_INT(blk__sched_hand_over(15 * h, 1, 2, h), 0);
-  CHECK_EQ_INT(blk__sched_hand_over(16 * h, 1, 2, h), 1);
+  CHECK_EQ_INT(blk__sched_hand_over(100, 100, 1, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(15 * h, 15 * h, 1, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(16 * h, 16 * h, 1, 2, h), 1);
   /* Several: when running them side by side saves 20% after the hand-off.
    * 8 of 10 us on 2 workers: 80 us here, 60 + 40 us there: here. */
-  CHECK_EQ_INT(blk__sched_hand_over(10 * us, 8, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(10 * us, 10 * us, 8, 2, h), 0);
   /* 8 of 30 us: 240 us here, 180 us there (within 80% of 240): there. */
-  CHECK_EQ_INT(blk__sched_hand_over(30 * us, 8, 2, h), 1);
+  CHECK_EQ_INT(blk__sched_hand_over(30 * us, 30 * us, 8, 2, h), 1);
   /* Short callbacks never pay, however many. */
-  CHECK_EQ_INT(blk__sched_hand_over(200, 64, 2, h), 0);
-  CHECK_EQ_INT(blk__sched_hand_over(200, 64, 8, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(200, 200, 64, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(200, 200, 64, 8, h), 0);
   /* A cheaper hand-off pays sooner. */
-  CHECK_EQ_INT(blk__sched_hand_over(2 * us, 8, 2, 1 * us), 1);
+  CHECK_EQ_INT(blk__sched_hand_over(2 * us, 2 * us, 8, 2, 1 * us), 1);
   /* More workers: 8 of 20 us on 4: 160 here, 60 + 40 there. */
-  CHECK_EQ_INT(blk__sched_hand_over(20 * us, 8, 4, h), 1);
-  CHECK_EQ_INT(blk__sched_hand_over(20 * us, 8, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(20 * us, 20 * us, 8, 4, h), 1);
+  CHECK_EQ_INT(blk__sched_hand_over(20 * us, 20 * us, 8, 2, h), 0);
 
+  /* Measured slower on the workers (memory-bound callbacks side by side):
+   * 8 of 30 us here but 60 us there: 240 here, 60 + 240 there: here. */
+  CHECK_EQ_INT(blk__sched_hand_over(30 * us, 60 * us, 8, 2, h), 0);
+  /* Long, but much slower on a worker: here; about as fast: there. */
+  CHECK_EQ_INT(blk__sched_hand_over(16 * h, 32 * h, 1, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(16 * h, 17 * h, 1, 2, h), 1);
+  /* Only one side known: the other taken as fast. */
+  CHECK_EQ_INT(blk__sched_hand_over(30 * us, -1, 8, 2, h), 1);
+  CHECK_EQ_INT(blk__sched_hand_over(-1, 10 * us, 8, 2, h), 0);
+  CHECK_EQ_INT(blk__sched_hand_over(-1, 16 * h, 1, 2, h), 1);
   /* The pool's hand-off cost: none with one thread; a guess, then a
    * measurement, with more. */
   blk__pool *p;
