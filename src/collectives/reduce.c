@@ -450,14 +450,25 @@ typedef struct reduce_keep {
   void **args;
   int *skip;
   int cap;
+  /* depth_order's answer for the last partners and block count (sorting
+   * it anew costs a tiny reduction a microsecond). Any order of the lids
+   * is correct, so a stale one (other partners at a freed one's address)
+   * costs at most speed. */
+  int *order;
+  const blk_partners *order_of;
+  int order_n;
 } reduce_keep;
 
 static void keep_free(void *mem);
+static const char keep_owner = 0;
+
+static reduce_keep *keep_of(blk_master *m) {
+  return blk__op_kept(&m->op, &keep_owner, keep_free)->mem;
+}
 
 /* Records for the master's blocks, reset; NULL without memory. */
 static rblock *take_records(blk_master *m, void ***args, int **skip) {
-  static const char owner = 0;
-  blk__kept *kept = blk__op_kept(&m->op, &owner, keep_free);
+  blk__kept *kept = blk__op_kept(&m->op, &keep_owner, keep_free);
   reduce_keep *k = kept->mem;
   int nblocks = blk__table_count(&m->table);
   if (!k && !(k = kept->mem = blk__calloc(1, sizeof *k))) return NULL;
@@ -522,6 +533,7 @@ static void keep_free(void *mem) {
   free(k->rb);
   free(k->args);
   free(k->skip);
+  free(k->order);
   free(k);
 }
 
@@ -597,13 +609,16 @@ static int by_key(const void *a, const void *b) {
   return x->lid - y->lid;
 }
 
-static int *depth_order(const rstate *s) {
-  int n = s->nblocks, *order = n > 1 ? blk__malloc((size_t)n * sizeof *order) : NULL;
-  keyed *k = order ? blk__malloc((size_t)n * sizeof *k) : NULL;
-  if (!k) {
-    free(order);
-    return NULL;
-  }
+static const int *depth_order(const rstate *s, reduce_keep *keep) {
+  int n = s->nblocks;
+  if (n < 2) return NULL;
+  if (keep->order && keep->order_of == s->p && keep->order_n == n) return keep->order;
+  keep->order_of = NULL;
+  int *order = blk__realloc(keep->order, (size_t)n * sizeof *order);
+  if (!order) return NULL;
+  keep->order = order;
+  keyed *k = blk__malloc((size_t)n * sizeof *k);
+  if (!k) return NULL;
   for (int i = 0; i < n; i++) {
     uint64_t key = 0, mult = 1;
     for (int r = 0; r < s->rounds && mult < (UINT64_MAX >> 16); r++) {
@@ -618,6 +633,8 @@ static int *depth_order(const rstate *s) {
   qsort(k, (size_t)n, sizeof *k, by_key);
   for (int i = 0; i < n; i++) order[i] = k[i].lid;
   free(k);
+  keep->order_of = s->p;
+  keep->order_n = n;
   return order;
 }
 
@@ -653,9 +670,8 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
   if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
   s.sched.depth_first = 1;
-  int *order = depth_order(&s);
+  const int *order = depth_order(&s, keep_of(m));
   for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[order ? order[i] : i], 0);
-  free(order);
   drive(&s);
   rc = blk__op_end(s.o, NULL);
   end_state(&s);
