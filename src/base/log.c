@@ -106,6 +106,11 @@ int blk__log_enabled(blk_log_level l) {
 }
 
 /* One line, prefixed, to the context's log or to stderr in one write. */
+static void emit(blk_log_level l, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 0)))
+#endif
+    ;
 static void emit(blk_log_level l, const char *fmt, va_list ap) {
   const blk__context *c = blk__context_now;
   char line[1024];

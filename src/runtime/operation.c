@@ -90,6 +90,8 @@ static double seconds(void) {
 
 /* The failure's text as the format of blk__failure_note. */
 static void note(blk__failure *f, int code, int rank, int gid, int round, const char *fmt,
+                 va_list ap) BLK__PRINTF(6, 0);
+static void note(blk__failure *f, int code, int rank, int gid, int round, const char *fmt,
                  va_list ap) {
   char what[BLK__FAILURE_WHAT];
   vsnprintf(what, sizeof what, fmt, ap);
