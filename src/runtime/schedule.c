@@ -123,6 +123,7 @@ void blk__sched_ready(blk__sched *s, int lid, int round, int needs_block) {
   s->queued[lid] = 1;
   s->needs[lid] = (unsigned char)needs_block;
   s->round[lid] = round;
+  if (round > s->top_round) s->top_round = round;
   s->ready[s->nready++] = lid;
 }
 
@@ -251,15 +252,27 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
 }
 
 /* The index in ready of the next block to run: the first in memory (else
- * the first); depth_first, the first in memory of the latest round. */
-static int pick(const blk__sched *s) {
+ * the first); depth_first, one in memory of the latest round. Blocks join
+ * ready as their rounds come, so that one is looked for from the end, where
+ * it nearly always is, and a whole scan only settles a top round with none
+ * in memory: a full scan per pick cost a merge over 4096 blocks 10 times
+ * its time (O(ready) per block run). */
+static int pick(blk__sched *s) {
+  if (!s->depth_first) {
+    for (int i = 0; i < s->nready; i++)
+      if (in_memory(s, s->ready[i])) return i;
+    return 0;
+  }
+  for (int i = s->nready - 1; i >= 0; i--)
+    if (s->round[s->ready[i]] == s->top_round && in_memory(s, s->ready[i])) return i;
   int best = -1;
   for (int i = 0; i < s->nready; i++) {
     if (!in_memory(s, s->ready[i])) continue;
-    if (!s->depth_first) return i;
     if (best < 0 || s->round[s->ready[i]] > s->round[s->ready[best]]) best = i;
   }
-  return best < 0 ? 0 : best;
+  if (best < 0) return 0;
+  s->top_round = s->round[s->ready[best]];
+  return best;
 }
 
 void blk__sched_pump(blk__sched *s) {

@@ -87,6 +87,7 @@ typedef struct blk__sched {
    * they are still in the cache, instead of every ready block running
    * before any message moves. */
   int depth_first;
+  int top_round;       /* depth_first: at least the latest round in ready, a hint */
   int yield;           /* depth_first: the driver just ran a long task */
   int64_t depth_ns;    /* depth_first: the driver's last timed run */
   unsigned depth_skip; /* depth_first: runs since, while they were short */
