@@ -100,6 +100,7 @@ static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
       if (ran[i]) blk__op_count_callback(&m->op);
     left -= (int)got;
   }
+  blk__sched_drain(&s); /* its writes' failures are this foreach's */
   for (int i = 0; i < nblocks; i++)
     if (f.codes[i])
       blk__note_callback_failure(&m->op, blk__table_at(&m->table, i)->gid, m->exchanges, f.codes[i],

@@ -560,7 +560,10 @@ static void drive(rstate *s) {
   for (;;) {
     if (o->aborted && !s->abort_seen) abort_all(s);
     skip_failed(s);
-    if (s->finished == s->nblocks && !o->agreements) blk__op_agree_start(o, NULL);
+    if (s->finished == s->nblocks && !o->agreements) {
+      blk__sched_drain(&s->sched); /* its writes' failures are this operation's */
+      blk__op_agree_start(o, NULL);
+    }
     /* Sends that read a block's own memory (references), and receives into
      * it, must be complete before the caller may touch it. */
     if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0 &&
@@ -638,6 +641,16 @@ static const int *depth_order(const rstate *s, reduce_keep *keep) {
   return order;
 }
 
+/* When lid's block is needed next, for the budget (schedule.h): a block
+ * that is done is not needed again; one waiting in a later round sooner,
+ * since the latest round runs first (depth_first). */
+static uint64_t needed_next(void *ctx, int lid) {
+  const rstate *s = ctx;
+  const rblock *b = &s->rb[lid];
+  if (b->round > s->rounds) return UINT64_MAX;
+  return 1 + (uint64_t)(s->rounds - b->round);
+}
+
 static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                       void *user, const blk__driver *d) {
   if (!fn || !a || !p)
@@ -666,6 +679,8 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
     return blk__reduce_abort(m, rc, d->name);
   s.sched.on_error = load_failed;
   s.sched.on_error_ctx = &s;
+  s.sched.future = needed_next;
+  s.sched.future_ctx = &s;
   blk__op_begin(s.o, d->name, route_reduce, &s);
   if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */

@@ -204,7 +204,7 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads, &m->context));
     blk__budget_settings set = {cfg->mem_blocks,       cfg->mem_bytes, cfg->queue_spill_bytes,
                                 cfg->shuffle,          cfg->spill_dir, cfg->spill_in_memory,
-                                cfg->compression_level};
+                                cfg->compression_level, &m->context};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }
   int rc = blk__op_agree_once(comm, &f, "master: create");

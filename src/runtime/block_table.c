@@ -31,6 +31,7 @@ static void free_block(const blk__table *t, blk__block *b) {
   free(b->out);
   free(b->in_rec);
   free(b->out_rec);
+  blk_buffer_free(&b->held);
   free(b->links);
   free(b->link_gids);
   free(b->keys);

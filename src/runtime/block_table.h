@@ -52,6 +52,12 @@ typedef struct blk__block {
   size_t bytes;    /* what the size callback said when it was last measured */
   blk__record rec; /* the block, while not resident */
   blk__record *in_rec, *out_rec;
+  /* Not resident: its saved bytes, when they are in memory (read ahead of
+   * use, or kept because writing them failed); has_held says so (a block
+   * may save no bytes). */
+  blk_buffer held;
+  int has_held, held_ahead; /* held_ahead: the bytes were read ahead */
+  struct blk__io_job *job;  /* the codec and I/O under way for it, or NULL */
 } blk__block;
 
 /* The user's block callbacks (blk_master_config's), as blk calls them. */
@@ -75,7 +81,7 @@ typedef struct blk__table {
 void blk__table_init(blk__table *t, const blk__block_fns *fns, int nranks);
 
 /* Destroys every resident block (fns.destroy, if set) and frees the
- * records and queues. Storage records are the budget's to drop. */
+ * records, held bytes and queues (no I/O may be under way). Storage records are the budget's to drop. */
 void blk__table_free(blk__table *t);
 
 /* Adds block data with gid and copies of its links, resident; returns its

@@ -3,19 +3,27 @@
  *
  * Invariants: budget.resident counts blocks with resident == 1; with a
  * block limit it never exceeds max_blocks after an acquire returns 0 (a
- * failed eviction is the one way past it: the block stays in memory rather
- * than be lost, and the error is returned). A non-resident block has a valid
- * record (rec.stored > 0). A queue record is valid iff its stored > 0.
+ * failed save is the one way past it: the block stays in memory rather
+ * than be lost, and the error is returned). A non-resident block's bytes
+ * are in exactly one place: a write under way (job, a put), held in memory
+ * (has_held), or its record (rec.stored > 0; a read ahead may be under
+ * way, or done and held, while the record stays until the load). behind
+ * counts puts under way, ahead the gets under way plus the blocks holding
+ * what one read (held_ahead). A queue record is valid iff its stored > 0.
  *
- * Eviction order: least recently used among unpinned resident blocks. Cost
- * of an eviction: the user's save, one encode (zstd at ~1 GB/s on this
- * machine) and one write; of a load: one read, one decode, create and load.
+ * Eviction order: the largest future (future, set by the operation), then
+ * the least recently used, among unpinned resident blocks. Cost of an
+ * eviction on the driver: the user's save and destroy (copies); the
+ * encode (zstd at ~1 GB/s on this machine) and the write run on the I/O
+ * thread. Of a load: create and load, after a read and decode on the I/O
+ * thread when it was read ahead, else here.
  */
 #include "runtime/budget.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 #include "base/logger.h"
 #include "storage/codec.h"
@@ -49,10 +57,14 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
   /* 0 (a config not from BLK_MASTER_CONFIG_INIT) means the default; the
    * public BLK_COMPRESSION_NONE is the codec's store-only level. */
   int level = set->compression_level == 0 ? BLK__CODEC_DEFAULT_LEVEL : set->compression_level;
-  return blk__storage_create(&b->storage, dir, rank, level);
+  int rc = blk__storage_create(&b->storage, dir, rank, level);
+  if (!rc) rc = blk__io_create(&b->io, b->storage, set->context);
+  return rc;
 }
 
 void blk__budget_free(blk__budget *b) {
+  blk__io_destroy(b->io); /* (nothing is under way: every operation flushes) */
+  b->io = NULL;
   blk__storage_destroy(b->storage);
   b->storage = NULL;
 }
@@ -96,8 +108,101 @@ void blk__budget_drop_queue(blk__budget *b, blk__record *rec) {
   memset(rec, 0, sizeof *rec);
 }
 
-/* Saves, encodes and writes block lid, then destroys it. Nothing is lost on
- * failure: the block stays resident and the error names gid and path. */
+/* Raises a job's error again as this thread's (the detail was the I/O
+ * thread's). */
+static int job_error(const blk__io_job *job) {
+  return blk__fail(job->rc, "%s", job->why);
+}
+
+/* Takes a finished job in. A write: the block's record from now on, or,
+ * if it failed, its bytes stay held in memory (returned: the caller tells
+ * it). A read ahead: the bytes held for the load; one that failed is
+ * dropped, and the load reads again and says why. */
+static int finish_job(blk__budget *b, blk__io_job *job) {
+  blk__block *blk = blk__table_at(b->table, job->lid);
+  int rc = BLK_OK;
+  if (blk->job == job) blk->job = NULL;
+  if (job->op == BLK__IO_PUT) {
+    b->behind--;
+    if (job->cancelled) { /* loaded again from its bytes meanwhile */
+      if (!job->rc) blk__storage_release(b->storage, &job->rec);
+    } else if (job->rc) {
+      blk_buffer_swap(&blk->held, &job->bytes);
+      blk->has_held = 1;
+      rc = job_error(job);
+    } else {
+      blk->rec = job->rec;
+    }
+  } else if (!job->rc) {
+    blk_buffer_swap(&blk->held, &job->bytes);
+    blk->has_held = blk->held_ahead = 1;
+  } else {
+    b->ahead--;
+  }
+  blk_buffer_free(&job->bytes);
+  free(job);
+  return rc;
+}
+
+/* Takes in finished jobs (with wait, at least one if any is under way);
+ * a failed write is told, or returned when nobody is told. */
+static int take_jobs(blk__budget *b, int wait) {
+  int first = BLK_OK;
+  blk__io_job *job;
+  while ((job = blk__io_done(b->io, wait))) {
+    int lid = job->lid;
+    int rc = finish_job(b, job);
+    if (rc && b->on_error)
+      b->on_error(b->ctx, lid, rc);
+    else if (rc && !first)
+      first = rc;
+    wait = 0;
+  }
+  return first;
+}
+
+void blk__budget_poll(blk__budget *b) {
+  if (b->io) take_jobs(b, 0);
+}
+
+int blk__budget_flush(blk__budget *b) {
+  int first = BLK_OK;
+  while (blk__io_pending(b->io)) {
+    int rc = take_jobs(b, 1);
+    if (rc && !first) first = rc;
+  }
+  return first;
+}
+
+/* Writes saved (taking its bytes) as lid's record: behind, on the I/O
+ * thread, or here when there is none (or no memory for the job). A
+ * failure here keeps the bytes held: nothing is lost. */
+static int write_out(blk__budget *b, int lid, blk_buffer *saved) {
+  blk__block *blk = blk__table_at(b->table, lid);
+  blk__io_job *job = b->io ? blk__calloc(1, sizeof *job) : NULL;
+  if (job) {
+    *job = (blk__io_job){.op = BLK__IO_PUT, .lid = lid, .gid = blk->gid,
+                         .kind = BLK__RECORD_BLOCK, .shuffle = b->shuffle};
+    blk_buffer_swap(&job->bytes, saved);
+    blk->job = job;
+    blk__io_submit(b->io, job);
+    b->behind++;
+    /* Bounded: the bytes under way are memory the budget does not count. */
+    int rc = BLK_OK;
+    while (b->behind > BLK__BUDGET_BEHIND && !rc) rc = take_jobs(b, 1);
+    return rc;
+  }
+  int rc = blk__storage_put(b->storage, blk->gid, BLK__RECORD_BLOCK, saved->data, saved->size,
+                            b->shuffle, &blk->rec);
+  if (rc) {
+    blk_buffer_swap(&blk->held, saved);
+    blk->has_held = 1;
+  }
+  return rc;
+}
+
+/* Saves block lid and destroys it; its bytes go to storage (write_out).
+ * A save that fails leaves the block as it was. */
 static int evict(blk__budget *b, int lid) {
   const blk__block_fns *fns = &b->table->fns;
   blk__block *blk = blk__table_at(b->table, lid);
@@ -106,42 +211,45 @@ static int evict(blk__budget *b, int lid) {
   if (rc || saved.error) {
     rc = blk__fail(BLK_ECALLBACK, "budget: the save callback failed for gid %d (code %d)", blk->gid,
                    rc ? rc : saved.error);
-    goto exit;
+    blk_buffer_free(&saved);
+    return rc;
   }
-  blk__record rec;
-  if ((rc = blk__storage_put(b->storage, blk->gid, BLK__RECORD_BLOCK, saved.data, saved.size,
-                             b->shuffle, &rec)))
-    goto exit;
-  /* Written: now the block may go. Its large queues go with it; a queue
-   * that fails to write simply stays in memory. */
+  /* Its large queues go with it; a queue that fails to write simply stays
+   * in memory. */
   for (int i = 0; i < blk->nlinks; i++) {
     blk__budget_spill_queue(b, blk->gid, &blk->in[i], &blk->in_rec[i]);
     blk__budget_spill_queue(b, blk->gid, &blk->out[i], &blk->out_rec[i]);
   }
+  size_t raw = saved.size;
   fns->destroy(blk->data, blk->gid, fns->user);
   blk->data = NULL;
-  blk->rec = rec;
   blk->resident = 0;
   b->resident--;
   b->resident_bytes -= blk->bytes;
   blk->bytes = 0;
   b->evictions++;
-  BLK__LOG(BLK_LOG_DEBUG, "budget: evicted gid %d (%llu bytes, %llu stored)", blk->gid,
-           (unsigned long long)rec.raw, (unsigned long long)rec.stored);
-exit:
+  BLK__LOG(BLK_LOG_DEBUG, "budget: evicted gid %d (%zu bytes)", blk->gid, raw);
+  rc = write_out(b, lid, &saved);
   blk_buffer_free(&saved);
   return rc;
 }
 
-/* The least recently used unpinned resident block other than lid, skipping
- * blocks marked in keep (may be NULL); -1 if none. */
+/* The unpinned resident block other than lid to evict, skipping blocks
+ * marked in keep (may be NULL): the one needed furthest in the future,
+ * the least recently used of those; -1 if none. */
 static int victim(const blk__budget *b, int lid, const unsigned char *keep) {
   const blk__table *t = b->table;
   int best = -1;
+  uint64_t best_next = 0;
   for (int i = 0; i < t->count; i++) {
     const blk__block *c = blk__table_at(t, i);
     if (i == lid || !c->resident || c->pins || (keep && keep[i])) continue;
-    if (best < 0 || c->last_use < blk__table_at(t, best)->last_use) best = i;
+    uint64_t next = b->future ? b->future(b->ctx, i) : 0;
+    if (best < 0 || next > best_next ||
+        (next == best_next && c->last_use < blk__table_at(t, best)->last_use)) {
+      best = i;
+      best_next = next;
+    }
   }
   return best;
 }
@@ -164,13 +272,39 @@ static int make_room(blk__budget *b, int lid, size_t extra, const unsigned char 
   return BLK_OK;
 }
 
-/* Reads, decodes, creates and loads block lid, and brings its queues back. */
+/* lid's saved bytes, in *saved: taken from memory when they are there (a
+ * write under way is copied: its bytes are the I/O thread's), else read
+ * and decoded here. A read ahead under way is waited for. */
+static int saved_bytes(blk__budget *b, blk__block *blk, blk_buffer *saved) {
+  while (blk->job && blk->job->op == BLK__IO_GET) take_jobs(b, 1);
+  if (blk->job) { /* a write under way: its result is not wanted now */
+    blk__io_job *job = blk->job;
+    if (blk_buffer_write(saved, job->bytes.data, job->bytes.size))
+      return blk__fail(BLK_ENOMEM, "budget: no memory to load gid %d (%zu bytes)", blk->gid,
+                       job->bytes.size);
+    job->cancelled = 1;
+    blk->job = NULL;
+    return BLK_OK;
+  }
+  if (blk->has_held) {
+    blk_buffer_swap(saved, &blk->held);
+    blk_buffer_rewind(saved);
+    blk->has_held = 0;
+    if (blk->held_ahead) b->ahead--;
+    blk->held_ahead = 0;
+    return BLK_OK;
+  }
+  return blk__storage_get(b->storage, &blk->rec, saved);
+}
+
+/* Creates and loads block lid from its saved bytes, and brings its queues
+ * back. On failure the bytes stay where they were (held, or the record). */
 static int load(blk__budget *b, int lid) {
   const blk__block_fns *fns = &b->table->fns;
   blk__block *blk = blk__table_at(b->table, lid);
   blk_buffer saved = BLK_BUFFER_INIT;
   void *data = NULL;
-  int rc = blk__storage_get(b->storage, &blk->rec, &saved);
+  int rc = saved_bytes(b, blk, &saved);
   if (rc) goto exit;
   if ((rc = fns->create(&data, blk->gid, fns->user))) {
     rc = blk__fail(BLK_ECALLBACK, "budget: the create callback failed for gid %d (code %d)",
@@ -200,9 +334,22 @@ static int load(blk__budget *b, int lid) {
   b->resident_bytes += blk->bytes;
   if (b->resident > b->resident_peak) b->resident_peak = b->resident;
   b->loads++;
+  BLK__LOG(BLK_LOG_DEBUG, "budget: loaded gid %d", blk->gid);
 exit:
+  /* Not loaded: bytes taken from memory go back there. */
+  if (rc && saved.size && !blk->rec.stored && !blk->has_held) {
+    blk_buffer_swap(&blk->held, &saved);
+    blk->has_held = 1;
+  }
   blk_buffer_free(&saved);
   return rc;
+}
+
+/* The size of lid's saved bytes, wherever they are. */
+static size_t saved_size(const blk__block *blk) {
+  if (blk->job && blk->job->op == BLK__IO_PUT) return blk->job->bytes.size;
+  if (blk->has_held) return blk->held.size;
+  return (size_t)blk->rec.raw;
 }
 
 /* At debug level: the failed write that caused it is returned, on every
@@ -212,18 +359,11 @@ static void log_overrun(const blk__budget *b, int lid) {
            blk__table_at(b->table, lid)->gid, b->max_blocks, blk_last_error());
 }
 
-static int bring_in(blk__budget *b, int lid, const unsigned char *keep) {
-  blk__block *blk = blk__table_at(b->table, lid);
-  if (blk->resident) return BLK_OK;
-  int rc = make_room(b, lid, (size_t)blk->rec.raw, keep);
-  return rc ? rc : load(b, lid);
-}
-
 int blk__budget_acquire(blk__budget *b, int lid) {
   blk__block *blk = blk__table_at(b->table, lid);
   int rc = BLK_OK;
   if (!blk->resident) {
-    rc = make_room(b, lid, (size_t)blk->rec.raw, NULL);
+    rc = make_room(b, lid, saved_size(blk), NULL);
     if (rc == BLK__BUDGET_FULL) return rc;
     /* A failed write leaves no room: go over the budget rather than stop the
      * operation half-way on this rank; the caller still gets the error. */
@@ -246,11 +386,18 @@ void blk__budget_release(blk__budget *b, int lid) {
   }
 }
 
-int blk__budget_prefetch(blk__budget *b, int lid, const unsigned char *want) {
-  if (blk__table_at(b->table, lid)->resident) return 0;
-  int rc = bring_in(b, lid, want);
-  if (rc == BLK__BUDGET_FULL) return 0;
-  return rc ? rc : 1;
+int blk__budget_prefetch(blk__budget *b, int lid) {
+  blk__block *blk = blk__table_at(b->table, lid);
+  if (!b->io || blk->resident || blk->has_held || blk->job || !blk->rec.stored ||
+      b->ahead >= BLK__BUDGET_AHEAD)
+    return 0;
+  blk__io_job *job = blk__calloc(1, sizeof *job);
+  if (!job) return 0; /* the load reads it then */
+  *job = (blk__io_job){.op = BLK__IO_GET, .lid = lid, .gid = blk->gid, .rec = blk->rec};
+  blk->job = job;
+  blk__io_submit(b->io, job);
+  b->ahead++;
+  return 1;
 }
 
 int blk__budget_added(blk__budget *b, int lid) {
@@ -261,12 +408,14 @@ int blk__budget_added(blk__budget *b, int lid) {
   b->resident_bytes += blk->bytes;
   if (!blk__budget_active(b)) return BLK_OK;
   /* The new block counts like any other: make room by evicting the others. */
-  while (over_budget(b, 0, 0)) {
+  int rc = BLK_OK;
+  while (over_budget(b, 0, 0) && !rc) {
     int v = victim(b, -1, NULL);
     if (v < 0) break;
-    int rc = evict(b, v);
-    if (rc) return rc;
+    rc = evict(b, v);
   }
   if (b->resident > b->resident_peak) b->resident_peak = b->resident;
-  return BLK_OK;
+  /* Its writes are this call's: their errors are returned here. */
+  int frc = blk__budget_flush(b);
+  return rc ? rc : frc;
 }

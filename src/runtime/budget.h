@@ -2,13 +2,22 @@
  * budget.h: which blocks are in memory, and moving them out and back.
  *
  * With a budget (cfg.mem_blocks and/or cfg.mem_bytes) at most that many
- * blocks are in memory at once. Making a block resident evicts the least
- * recently used block that no task is using (pins == 0): saved with the
- * user's save callback, encoded, checksummed and written to storage; only
- * after the write succeeded is the block destroyed. A block's exchange
- * queues of at least cfg.queue_spill_bytes go out with it and come back
- * with it. Without a budget every block stays resident and nothing here
- * does any work.
+ * blocks are in memory at once. Making a block resident evicts a block
+ * that no task is using (pins == 0): the one needed furthest in the future
+ * when the running operation says (future, below), else the least
+ * recently used. The victim is saved with the user's save callback and
+ * destroyed; its bytes are encoded, checksummed and written behind, on the
+ * I/O thread (spill_io.h), while the driver goes on. Loads ahead of use
+ * (prefetch) are read and decoded there too; the user's create and load
+ * then only copy the bytes in. A block's exchange queues of at least
+ * cfg.queue_spill_bytes go out with it and come back with it. Without a
+ * budget every block stays resident and nothing here does any work.
+ *
+ * Nothing is lost: a block's saved bytes are freed only once the record
+ * holding them is written; a write that fails leaves them in memory (held)
+ * and the block is loaded from there. Besides the blocks, memory holds at
+ * most BLK__BUDGET_BEHIND blocks' bytes being written and
+ * BLK__BUDGET_AHEAD read ahead.
  *
  * Everything here runs on the master's driver thread; a pinned block is
  * never evicted, so a callback running on the pool keeps its block.
@@ -19,8 +28,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/context.h"
 #include "runtime/block_table.h"
+#include "runtime/spill_io.h"
 #include "storage/storage.h"
+
+/* Writes under way at once, and blocks read ahead at once: each holds one
+ * block's saved bytes. Two keep the I/O thread busy while the driver hands
+ * it the next one. */
+#define BLK__BUDGET_BEHIND 2
+#define BLK__BUDGET_AHEAD 2
 
 /* Record kinds in storage. */
 enum { BLK__RECORD_BLOCK = 1, BLK__RECORD_QUEUE = 2 };
@@ -38,6 +55,7 @@ typedef struct blk__budget_settings {
   const char *spill_dir;    /* NULL: $TMPDIR or /tmp */
   int spill_in_memory;
   int compression_level; /* 0: the codec's default */
+  const blk__context *context; /* the I/O thread's */
 } blk__budget_settings;
 
 typedef struct blk__budget {
@@ -47,6 +65,17 @@ typedef struct blk__budget {
   size_t queue_bytes; /* queues at least this large are spilled */
   size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
   blk__storage *storage;
+  blk__io *io;  /* the codec and I/O thread (with storage) */
+  int behind;   /* writes under way */
+  int ahead;    /* blocks read ahead: being read, or held */
+  /* Set by the operation running, NULL between operations:
+   * future(ctx, lid) says when lid is needed next, smaller sooner;
+   * UINT64_MAX: not again in this operation. */
+  uint64_t (*future)(void *ctx, int lid);
+  /* Told of a write behind that failed (lid is the block it was for; the
+   * code's detail is in blk_last_error()); without it, flush returns it. */
+  void (*on_error)(void *ctx, int lid, int code);
+  void *ctx;
   int resident, resident_peak;
   size_t resident_bytes;
   uint64_t clock;
@@ -66,9 +95,15 @@ int blk__budget_active(const blk__budget *b);
 int blk__budget_acquire(blk__budget *b, int lid);
 /* Unpins a block and marks it most recently used. */
 void blk__budget_release(blk__budget *b, int lid);
-/* Loads lid ahead of use if that needs no eviction of a block in want[lid]
- * (a block about to run). Returns 1 if it loaded, 0 if not, or an error. */
-int blk__budget_prefetch(blk__budget *b, int lid, const unsigned char *want);
+/* Starts reading and decoding lid ahead of use, if it is out and fewer
+ * than BLK__BUDGET_AHEAD blocks are read ahead; 1 if it started one. */
+int blk__budget_prefetch(blk__budget *b, int lid);
+/* Takes in the I/O that finished (a write that failed is told through
+ * on_error, or returned by the next flush). Returns at once. */
+void blk__budget_poll(blk__budget *b);
+/* Waits for all I/O under way. Returns 0 or the first error of a write
+ * behind not told through on_error (the detail names the gid). */
+int blk__budget_flush(blk__budget *b);
 /* Whether lid's block is in memory. */
 int blk__budget_resident(const blk__budget *b, int lid);
 /* Counts a block just added to the table (resident, not pinned),

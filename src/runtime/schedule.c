@@ -72,6 +72,20 @@ static void costs_free(void *mem) {
   free(mem);
 }
 
+/* The budget's hooks while the operation runs: a ready block is needed
+ * now, the others when the operation says (never again, if it does not
+ * say: a foreach runs each block once). */
+static uint64_t future(void *ctx, int lid) {
+  blk__sched *s = ctx;
+  if (s->queued[lid]) return 0;
+  return s->future ? s->future(s->future_ctx, lid) : UINT64_MAX;
+}
+
+static void io_failed(void *ctx, int lid, int code) {
+  blk__sched *s = ctx;
+  if (s->on_error) s->on_error(s->on_error_ctx, lid, code);
+}
+
 int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op *o,
                     blk__task_kind kind, void (*run)(void *arg), int (*prepare)(void *arg),
                     void **args) {
@@ -111,10 +125,22 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
     if (!k->mem) return blk__fail(BLK_ENOMEM, "schedule: no memory for the estimates");
     s->costs = k->mem;
   }
+  budget->future = future;
+  budget->on_error = io_failed;
+  budget->ctx = s;
   return BLK_OK;
 }
 
+void blk__sched_drain(blk__sched *s) {
+  blk__budget_flush(s->budget); /* (its errors are told through io_failed) */
+}
+
 void blk__sched_free(blk__sched *s) {
+  if (s->budget) {
+    s->budget->future = NULL;
+    s->budget->on_error = NULL;
+    s->budget->ctx = NULL;
+  }
   memset(s, 0, sizeof *s); /* the arrays stay with the master */
 }
 
@@ -275,8 +301,24 @@ static int pick(blk__sched *s) {
   return best;
 }
 
+/* Starts reading ahead the next ready blocks that are out, in the order
+ * pick takes them (roughly: depth_first, the latest round first, which
+ * joined ready last), while the driver and the workers compute. */
+static void read_ahead(blk__sched *s) {
+  int started = 0;
+  for (int j = 0; j < s->nready && started < BLK__BUDGET_AHEAD; j++) {
+    int lid = s->ready[s->depth_first ? s->nready - 1 - j : j];
+    if (!in_memory(s, lid)) started += blk__budget_prefetch(s->budget, lid);
+  }
+}
+
 void blk__sched_pump(blk__sched *s) {
   int64_t handoff = -1; /* asked of the pool once per pump, when needed */
+  int ooc = blk__budget_active(s->budget);
+  if (ooc) {
+    blk__budget_poll(s->budget);
+    read_ahead(s);
+  }
   /* Once the driver is to run a round's task, it runs the rest of that
    * round's ready tasks in this pump too (fewer of them pay even less, and
    * none becomes ready meanwhile), without looking the estimate up again:
@@ -308,6 +350,9 @@ void blk__sched_pump(blk__sched *s) {
        * the workers take queued tasks without waiting for the driver. */
       if (pool && s->running >= s->limit && blk__budget_active(s->budget)) break;
     }
+    /* A load may evict: first let the operation take in what the driver
+     * ran, so that it knows which blocks are done (the budget asks). */
+    if (s->needs[lid] && s->ndone > 0 && !blk__budget_resident(s->budget, lid)) break;
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->budget, lid);
       if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */
@@ -337,14 +382,7 @@ void blk__sched_pump(blk__sched *s) {
     }
     s->running++;
   }
-  /* Every worker busy: bring the next block in while they compute. */
-  if (blk__budget_active(s->budget) && s->running >= s->limit)
-    for (int i = 0; i < s->nready; i++)
-      if (!in_memory(s, s->ready[i])) {
-        int rc = blk__budget_prefetch(s->budget, s->ready[i], s->queued);
-        if (rc < 0) tell(s, s->ready[i], rc);
-        break;
-      }
+  if (ooc) read_ahead(s);
 }
 
 size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long timeout_ns) {

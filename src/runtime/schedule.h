@@ -3,11 +3,15 @@
  * on the pool.
  *
  * An operation (foreach, a reduction) marks blocks ready; the scheduler runs
- * them, preferring blocks already in memory. A block not in memory is loaded
- * first on the driver thread (evicting a least recently used idle block).
- * While every worker is busy, the driver loads the next ready block ahead of
- * time, so I/O overlaps the callbacks. A block that is running is pinned and
- * never evicted.
+ * them, preferring blocks already in memory. The next ready blocks that are
+ * out are read and decoded ahead on the budget's I/O thread while the
+ * callbacks run; a block is made resident on the driver (evicting an idle
+ * block: the one the operation needs furthest in the future, which it says
+ * through future) just before it runs. A load waits until the operation has
+ * taken in the tasks the driver ran, so its choice of what to evict knows
+ * which blocks are done. A block that is running is pinned and never
+ * evicted. Once its blocks are done, the operation drains the writes still
+ * under way (blk__sched_drain), so a failed one is its own.
  *
  * Where a task runs (threads > 1): handing a task to a worker costs a
  * wake-up each way (tens of microseconds on a virtual machine), far more
@@ -99,6 +103,11 @@ typedef struct blk__sched {
    * the detail). NULL: nobody is told. */
   void (*on_error)(void *ctx, int lid, int code);
   void *on_error_ctx;
+  /* Out-of-core: when a block that is not ready is needed next (smaller
+   * sooner; UINT64_MAX: not again in this operation), for the budget's
+   * choice of what to evict. NULL: not again (a foreach). */
+  uint64_t (*future)(void *ctx, int lid);
+  void *future_ctx;
 } blk__sched;
 
 /* A scheduler for the budget's blocks on pool, for one operation of o
@@ -110,16 +119,22 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
                     void **args);
 void blk__sched_free(blk__sched *s);
 
+/* Waits for the out-of-core writes under way; a failed one is told
+ * through on_error. An operation calls it once its blocks are done, so
+ * what failed is its own. */
+void blk__sched_drain(blk__sched *s);
+
 /* Marks lid ready to run (once) in the given round; needs_block says
  * whether to load it. */
 void blk__sched_ready(blk__sched *s, int lid, int round, int needs_block);
 
 /* Runs or starts as many ready tasks as workers and memory allow (see the
- * top), and prefetches. A block that cannot be loaded (a corrupt record, no
- * memory), prepared or handed to the pool is not run: on_error is told, and
- * the lid comes back from collect with ran = 0, so a collective operation
- * still completes on every rank. A failed eviction is told too, but the
- * block runs (it is loaded over the budget: nothing is lost). */
+ * top), and starts reading ahead. A block that cannot be loaded (a corrupt
+ * record, no memory), prepared or handed to the pool is not run: on_error
+ * is told, and the lid comes back from collect with ran = 0, so a
+ * collective operation still completes on every rank. A failed eviction
+ * (a save, or a write behind) is told too, but the block runs (the bytes
+ * that could not be written stay in memory: nothing is lost). */
 void blk__sched_pump(blk__sched *s);
 
 /* Moves up to max finished tasks' lids into lids (unpinning their blocks),

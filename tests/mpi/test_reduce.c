@@ -202,6 +202,56 @@ static int verify(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* Out-of-core, a merge knows which blocks it needs again: a block that has
+ * sent its part is done and goes out first, the blocks still waiting for
+ * a partner stay. With room for the blocks waiting at once (one per round
+ * on the way up, depth first) plus the one running, every block that was
+ * out is loaded exactly once, and nothing is loaded twice (least recently
+ * used order evicts the waiting blocks, which are older, and loads them
+ * again). */
+static void check_merge_loads_once(int size, int rank) {
+  const int nblocks = 48, mem_blocks = 9; /* rounds of 2, 2, 2, 2, 3 */
+  int64_t lo[1] = {0}, hi[1] = {2047};
+  blk_bounds domain;
+  CHECK_OK(blk_bounds_set(&domain, 1, lo, hi));
+  blk_decomposer *d;
+  blk_assigner *a;
+  blk_master *m;
+  blk_partners *p;
+  CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
+  CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
+  ctx c = {nblocks, 3, BLK_MERGE, NULL};
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = 1;
+  mc.create = create;
+  mc.destroy = destroy;
+  mc.save = save;
+  mc.load = load;
+  mc.mem_blocks = mem_blocks;
+  mc.user = &c;
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+  CHECK_OK(blk_master_decompose(m, d, a));
+  CHECK_OK(blk_partners_create_for(&p, BLK_MERGE, d, 2, 1));
+  c.p = p;
+  CHECK_OK(blk_master_foreach(m, reset, &c));
+  blk_master_stats before, after;
+  blk_master_stats_get(m, &before);
+  CHECK_OK(blk_reduce(m, a, p, reduce_vector, &c));
+  blk_master_stats_get(m, &after);
+  int local = blk_master_local_count(m);
+  uint64_t out = local > mem_blocks ? (uint64_t)(local - mem_blocks) : 0;
+  CHECK_MSG(after.loads - before.loads <= out,
+            "rank %d: a merge of %d blocks with %d in memory loaded %llu, %llu were out", rank,
+            local, mem_blocks, (unsigned long long)(after.loads - before.loads),
+            (unsigned long long)out);
+  CHECK_OK(blk_master_foreach(m, verify, &c));
+  check_budget(m, mem_blocks);
+  blk_partners_destroy(p);
+  blk_master_destroy(m);
+  blk_assigner_destroy(a);
+  blk_decomposer_destroy(d);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -287,6 +337,7 @@ int main(int argc, char **argv) {
     blk_assigner_destroy(a);
     blk_decomposer_destroy(d);
   }
+  if (mem_blocks > 0) check_merge_loads_once(size, rank);
   if (rank == 0)
     printf("test_reduce: ok (%d reductions, %d ranks, %d threads, vectors of %d doubles)\n", runs,
            size, threads, len);

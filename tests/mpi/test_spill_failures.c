@@ -223,7 +223,9 @@ int main(int argc, char **argv) {
       }
       blk_master_stats st;
       blk_master_stats_get(m, &st);
-      if (local > 3) CHECK(st.blocks_in_memory_peak > 1); /* kept in memory, not lost */
+      /* What could not be written stays in memory as the saved bytes (run_all
+       * found every block whole), so the budget of blocks still holds. */
+      CHECK(st.blocks_in_memory_peak <= 1);
       blk_master_destroy(m);
       snprintf(cmd, sizeof cmd, "umount %s", dir);
       CHECK_MSG(system(cmd) == 0, "%s failed", cmd);

@@ -1,0 +1,150 @@
+/*
+ * spill_io.c: the codec and I/O thread of an out-of-core master; see
+ * spill_io.h.
+ *
+ * Invariants: todo and finished are singly linked FIFO lists under lock;
+ * a job is in exactly one of: todo, the thread's hands, finished, or the
+ * driver's. pending (driver only) counts jobs submitted and not taken
+ * back. stopping is set once, by destroy, after which the thread drains
+ * todo and returns.
+ */
+#include "runtime/spill_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/fail.h"
+#include "base/thread.h"
+
+struct blk__io {
+  blk__storage *storage;
+  const blk__context *context;
+  blk__thread *thread;
+  blk__mutex *lock;
+  blk__cond *work; /* todo became non-empty, or stopping */
+  blk__cond *done; /* finished became non-empty */
+  blk__io_job *todo, *todo_tail;
+  blk__io_job *finished, *finished_tail;
+  int stopping;
+  int pending; /* driver only */
+};
+
+static void append(blk__io_job **head, blk__io_job **tail, blk__io_job *job) {
+  job->next = NULL;
+  if (*tail)
+    (*tail)->next = job;
+  else
+    *head = job;
+  *tail = job;
+}
+
+static blk__io_job *take(blk__io_job **head, blk__io_job **tail) {
+  blk__io_job *job = *head;
+  if (job) {
+    *head = job->next;
+    if (!*head) *tail = NULL;
+    job->next = NULL;
+  }
+  return job;
+}
+
+/* The job's work, with the lock not held. A put's bytes stay: the driver
+ * may read them while the job is under way (a block loaded again from
+ * them), and frees them when it takes the job back. */
+static void work(blk__io *io, blk__io_job *job) {
+  if (job->op == BLK__IO_PUT) {
+    job->rc = blk__storage_put(io->storage, job->gid, job->kind, job->bytes.data, job->bytes.size,
+                               job->shuffle, &job->rec);
+  } else {
+    job->rc = blk__storage_get(io->storage, &job->rec, &job->bytes);
+  }
+  if (job->rc) snprintf(job->why, sizeof job->why, "%s", blk_last_error());
+}
+
+static void thread_main(void *arg) {
+  blk__io *io = arg;
+  blk__context_enter(io->context);
+  blk__mutex_lock(io->lock);
+  for (;;) {
+    blk__io_job *job = take(&io->todo, &io->todo_tail);
+    if (!job) {
+      if (io->stopping) break;
+      blk__cond_wait(io->work, io->lock);
+      continue;
+    }
+    blk__mutex_unlock(io->lock);
+    work(io, job);
+    blk__mutex_lock(io->lock);
+    append(&io->finished, &io->finished_tail, job);
+    blk__cond_signal(io->done);
+  }
+  blk__mutex_unlock(io->lock);
+}
+
+int blk__io_create(blk__io **out, blk__storage *s, const blk__context *context) {
+  *out = NULL;
+  blk__io *io = blk__calloc(1, sizeof *io);
+  if (!io) return blk__fail(BLK_ENOMEM, "out-of-core: no memory for the I/O thread");
+  io->storage = s;
+  io->context = context;
+  int rc = blk__mutex_create(&io->lock);
+  if (!rc) rc = blk__cond_create(&io->work);
+  if (!rc) rc = blk__cond_create(&io->done);
+  if (!rc) rc = blk__thread_start(&io->thread, thread_main, io);
+  if (rc) {
+    blk__cond_destroy(io->done);
+    blk__cond_destroy(io->work);
+    blk__mutex_destroy(io->lock);
+    free(io);
+    return rc;
+  }
+  *out = io;
+  return BLK_OK;
+}
+
+static void free_job(blk__io *io, blk__io_job *job) {
+  if (job->op == BLK__IO_PUT && !job->rc) blk__storage_release(io->storage, &job->rec);
+  blk_buffer_free(&job->bytes);
+  free(job);
+}
+
+void blk__io_destroy(blk__io *io) {
+  if (!io) return;
+  blk__mutex_lock(io->lock);
+  io->stopping = 1;
+  blk__cond_signal(io->work);
+  blk__mutex_unlock(io->lock);
+  blk__thread_join(io->thread);
+  blk__io_job *job;
+  while ((job = take(&io->finished, &io->finished_tail))) free_job(io, job);
+  blk__cond_destroy(io->done);
+  blk__cond_destroy(io->work);
+  blk__mutex_destroy(io->lock);
+  free(io);
+}
+
+void blk__io_submit(blk__io *io, blk__io_job *job) {
+  job->rc = 0;
+  job->why[0] = '\0';
+  io->pending++;
+  blk__mutex_lock(io->lock);
+  append(&io->todo, &io->todo_tail, job);
+  blk__cond_signal(io->work);
+  blk__mutex_unlock(io->lock);
+}
+
+blk__io_job *blk__io_done(blk__io *io, int wait) {
+  if (!io->pending) return NULL;
+  blk__mutex_lock(io->lock);
+  blk__io_job *job;
+  while (!(job = take(&io->finished, &io->finished_tail)) && wait) blk__cond_wait(io->done, io->lock);
+  blk__mutex_unlock(io->lock);
+  if (job) io->pending--;
+  return job;
+}
+
+int blk__io_pending(const blk__io *io) {
+  return io ? io->pending : 0;
+}
