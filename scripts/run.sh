@@ -64,9 +64,11 @@ run_tests() {
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$root/asan" --output-on-failure -j 2 -LE large
 
-  # The tests labelled threads1 run blk with one thread: no race of blk's to
-  # find there (the plain and ASan runs have them), so ThreadSanitizer, the
-  # slowest run, takes every test that may start threads.
+  # The tests labelled threads1 run callbacks on one thread: no race of
+  # blk's to find there but the out-of-core I/O thread's, whose code the
+  # threads2 out-of-core tests and spill_failures run as well (the plain and
+  # ASan runs have them all), so ThreadSanitizer, the slowest run, takes
+  # every test that may run callbacks on two threads.
   echo "== ThreadSanitizer: every test that may start threads"
   configure_build "$root/tsan" -DBLK_SANITIZE=thread -DBLK_BUILD_BENCH=OFF
   UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1:suppressions=$here/tests/tsan.supp \
