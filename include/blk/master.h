@@ -93,7 +93,7 @@ typedef struct blk_master_config {
   blk_block_size_fn size;       /* a block's bytes, for mem_bytes */
   const char *spill_dir;        /* directory for spill files; NULL: $TMPDIR or /tmp */
   int spill_in_memory;          /* keep swapped-out blocks compressed in memory instead */
-  int compression_level;        /* zstd level; 0: blk's default (1); BLK_COMPRESSION_NONE */
+  int compression_level;        /* 0: blk's default (BLK_COMPRESSION_AUTO); zstd level; NONE */
   size_t shuffle;               /* byte-shuffle element size (4: float, 8: double); 0: off */
   size_t queue_spill_bytes;     /* queues at least this large go out with their block */
   blk_log_fn log;               /* this master's log lines; NULL: stderr */
@@ -121,13 +121,15 @@ typedef struct blk_master_config {
 #define BLK_THREADS_AUTO (-1)
 
 /* The defaults: BLK_THREADS_AUTO threads, in-core; out-of-core settings
- * chosen from the measurements in docs/compression.md: zstd level 1 after an
- * 8-byte shuffle (right for doubles, and within 2% of the best for floats),
- * queues of 4 KiB and more go out with their block. */
+ * chosen from the measurements in docs/compression.md: compression level 0,
+ * blk's default, which is BLK_COMPRESSION_AUTO (zstd level 1 where it
+ * pays, raw where it does not), after an 8-byte shuffle (right for doubles,
+ * and within 2% of the best for floats), queues of 4 KiB and more go out
+ * with their block. */
 #define BLK_MASTER_CONFIG_INIT                                                                   \
   {                                                                                              \
     BLK_MASTER_CONFIG_VERSION, BLK_THREADS_AUTO, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, \
-        0, 1, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL                                   \
+        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL                                   \
   }
 
 /* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION
@@ -139,6 +141,17 @@ int blk_master_config_init(blk_master_config *cfg, unsigned int version);
 /* compression_level that stores swapped-out data uncompressed (still
  * checksummed). */
 #define BLK_COMPRESSION_NONE INT_MIN
+
+/* compression_level that lets blk choose per record between zstd level 1
+ * (after the shuffle) and raw, from what it measures on this rank: the
+ * codec's speed, the ratio the data gets, and the spill file's write and
+ * read speed. It compresses when encoding, decoding and moving the smaller
+ * record take less time than moving the raw one, and checks the other
+ * choice now and then; with spill_in_memory, where memory is what runs out,
+ * it compresses whenever that makes a record at least 1.1 times smaller.
+ * The default (compression_level 0). At any level, a record that zstd does
+ * not make 1.1 times smaller is stored raw (docs/compression.md). */
+#define BLK_COMPRESSION_AUTO (INT_MIN + 1)
 
 /* Creates a master on a duplicate of comm. cfg may be NULL for defaults; each
  * rank may pass its own (a spill directory per node), and a setting that fails
@@ -263,6 +276,14 @@ typedef struct blk_master_stats {
   uint64_t bytes_raw_read, bytes_stored_read;
   double seconds_compress, seconds_decompress, seconds_write, seconds_read;
   uint64_t spill_file_bytes, spill_file_bytes_peak;
+  /* How the records written were stored: zstd frames, and raw. Of the raw
+   * ones: stored raw because compression did not pay (the frame was not 1.1
+   * times smaller, or zstd was skipped because the block's last attempt was
+   * not), and their raw bytes; stored raw because BLK_COMPRESSION_AUTO
+   * measured the spill file faster than compressing. */
+  uint64_t records_compressed, records_raw;
+  uint64_t records_raw_poor_ratio, bytes_raw_poor_ratio;
+  uint64_t records_raw_fast_device;
 } blk_master_stats;
 
 /* Fills *out with this rank's figures (all 0 but the block counts in-core).

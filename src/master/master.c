@@ -22,6 +22,12 @@
 #include "base/memory_limit.h"
 #include "master/master_state.h"
 #include "runtime/callback.h"
+#include "storage/codec.h"
+#include "storage/storage.h"
+
+/* The public levels are the storage's. */
+_Static_assert(BLK_COMPRESSION_NONE == BLK__CODEC_STORE, "BLK_COMPRESSION_NONE");
+_Static_assert(BLK_COMPRESSION_AUTO == BLK__STORAGE_AUTO, "BLK_COMPRESSION_AUTO");
 
 /* Spare message storage kept for reuse (buffer_cache.h): enough for the
  * messages of a large round; under a byte budget, a quarter of it, since
@@ -202,9 +208,11 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     if (!f.code && !step(&f, rank, blk__comm_create(&m->comm, dup, m->cache)))
       blk__op_init(&m->op, m->comm, m->cache);
     if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads, &m->context));
-    blk__budget_settings set = {cfg->mem_blocks,       cfg->mem_bytes, cfg->queue_spill_bytes,
-                                cfg->shuffle,          cfg->spill_dir, cfg->spill_in_memory,
-                                cfg->compression_level, &m->context};
+    /* 0 is blk's default: auto. */
+    int level = cfg->compression_level == 0 ? BLK_COMPRESSION_AUTO : cfg->compression_level;
+    blk__budget_settings set = {cfg->mem_blocks,      cfg->mem_bytes,       cfg->queue_spill_bytes,
+                                cfg->shuffle,         cfg->spill_dir,       cfg->spill_in_memory,
+                                level,                &m->context};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }
   int rc = blk__op_agree_once(comm, &f, "master: create");
@@ -396,6 +404,11 @@ void blk_master_stats_get(const blk_master *m, blk_master_stats *out) {
   out->seconds_read = st.seconds_read;
   out->spill_file_bytes = st.file_bytes;
   out->spill_file_bytes_peak = st.file_bytes_peak;
+  out->records_compressed = st.records_compressed;
+  out->records_raw = st.records_raw;
+  out->records_raw_poor_ratio = st.records_raw_poor_ratio;
+  out->bytes_raw_poor_ratio = st.bytes_raw_poor_ratio;
+  out->records_raw_fast_device = st.records_raw_fast_device;
 }
 
 const char *blk_master_spill_path(const blk_master *m) {
@@ -412,12 +425,17 @@ void blk_master_stats_log(const blk_master *m) {
   blk_log(BLK_LOG_INFO,
           "out-of-core: %d blocks in memory (peak %d), %llu loads, %llu evictions, %llu queues "
           "spilled; wrote %llu bytes as %llu (ratio %.2f), read %llu; compress %.3f s, "
-          "decompress %.3f s, write %.3f s, read %.3f s; spill file %llu bytes (peak %llu)",
+          "decompress %.3f s, write %.3f s, read %.3f s; spill file %llu bytes (peak %llu); "
+          "%llu records compressed, %llu raw (%llu of them, %llu bytes, as compression did not "
+          "pay; %llu as the device was faster)",
           st.blocks_in_memory, st.blocks_in_memory_peak, (unsigned long long)st.loads,
           (unsigned long long)st.evictions, (unsigned long long)st.queues_spilled,
           (unsigned long long)st.bytes_raw_written, (unsigned long long)st.bytes_stored_written,
           ratio, (unsigned long long)st.bytes_raw_read, st.seconds_compress, st.seconds_decompress,
           st.seconds_write, st.seconds_read, (unsigned long long)st.spill_file_bytes,
-          (unsigned long long)st.spill_file_bytes_peak);
+          (unsigned long long)st.spill_file_bytes_peak, (unsigned long long)st.records_compressed,
+          (unsigned long long)st.records_raw, (unsigned long long)st.records_raw_poor_ratio,
+          (unsigned long long)st.bytes_raw_poor_ratio,
+          (unsigned long long)st.records_raw_fast_device);
   BLK__LEAVE();
 }

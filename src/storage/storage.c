@@ -39,6 +39,8 @@
  *     both neighbours) and none reaches `end` (free space at the end of the
  *     file is cut off with ftruncate), so every free extent is followed by a
  *     live extent and nfree <= live extents;
+ *   - live counts taken extents: records, puts between taking their extent
+ *     and their write's end, and test holes;
  *   - put reserves room for live + 1 free extents before it allocates, so
  *     returning an extent (release, or undoing a failed put) never needs
  *     memory and cannot fail;
@@ -61,7 +63,28 @@
  * scans the free array (first fit, O(nfree)) and a release does a binary
  * search and one memmove of the array (O(nfree)); nfree <= live records.
  *
- * Locking: none. One thread at a time uses a storage (the master's driver).
+ * Compression that pays (storage.h): a put decides first, under the lock,
+ * how to store (plan_put: raw by level, raw untried for a gid whose last
+ * attempt did not pay, auto's choice, or zstd), encodes without the lock,
+ * keeps the frame only when it is RATIO_MIN times smaller than the raw
+ * bytes, and tells the storage what it learnt (learn_put: the gid's hint,
+ * the codec's speed, the kind's ratio). Every pwrite and pread measures the
+ * device in seconds per stored byte; every decode of a frame measures the
+ * decoder. The figures are decayed sums, so they follow a change of data or
+ * device within tens of records.
+ *
+ * Locking: one mutex, s->lock, guards the free extents, `live`, the memory
+ * mode list, the spare workers, the hints, the kinds, the measured figures
+ * and the statistics; each call holds it two or three times for a few
+ * hundred instructions at most (the first-fit scan and the release's
+ * memmove are O(nfree)), and ftruncate, cutting free space off the end of
+ * the file, is the one system call made under it (the cut must not race
+ * with a put taking space at the end). Encoding, decoding, checksums,
+ * pread and pwrite run with no lock held, each call on a worker (codec and
+ * scratch buffer) of its own. An extent is taken (and counted live) before
+ * its pwrite, under the lock, so no other put can take it, and a failed
+ * write gives it back under the lock; the file's end only moves under the
+ * lock and never below a taken extent, so a write in flight is never cut.
  */
 #define _GNU_SOURCE /* O_TMPFILE (glibc shows it only with _GNU_SOURCE) */
 #define _POSIX_C_SOURCE 200809L
@@ -72,6 +95,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -85,6 +109,7 @@
 #include "base/alloc.h"
 #include "base/fail.h"
 #include "base/logger.h"
+#include "base/thread.h"
 #include "storage/checksum.h"
 #include "storage/codec.h"
 
@@ -134,16 +159,82 @@ typedef union mem_node {
   max_align_t align;
 } mem_node;
 
-struct blk__storage {
-  int fd;     /* the spill file; -1 in memory mode */
-  char *path; /* the spill file's path; NULL in memory mode */
+/* What one call at a time works with: a codec and the buffer a record is
+ * built in (put) or read into (get). A call takes one from the spares and
+ * gives it back, so concurrent calls never share one. */
+typedef struct worker {
   blk__codec *codec;
-  blk_buffer scratch; /* disk: the record being written or read */
-  extent *free;       /* free extents sorted by offset */
+  blk_buffer scratch;
+} worker;
+
+/* Compression pays when the encoding is at least RATIO_MIN times smaller
+ * than the raw bytes; otherwise the record is stored raw. */
+#define RATIO_MIN 1.1
+
+/* The gids whose last attempt did not pay: a direct-mapped table of HINTS
+ * slots keyed by (gid, kind); a colliding gid takes the slot over (the
+ * loser merely tries zstd again). Such a gid's records are stored raw
+ * without trying, but for every PROBE_EVERY-th, which tries again. */
+#define HINTS 256
+#define PROBE_EVERY 8
+
+typedef struct hint {
+  int gid, kind;
+  int poor;    /* the last attempt for (gid, kind) did not pay */
+  int skipped; /* records stored raw untried since that attempt */
+} hint;
+
+/* Auto: what a kind of record compresses to, and the choice for it. KINDS
+ * slots, keyed by kind label (a caller has a handful: block, queue). */
+#define KINDS 8
+/* Auto probes a kind it stores raw every `interval` records: from
+ * PROBE_EVERY (more when the figures are far from the tipping point),
+ * doubled by each probe that confirms raw, up to PROBE_MAX. */
+#define PROBE_MAX 64
+/* Weight the old figures keep at each new sample (decayed sums). */
+#define DECAY_RATE 0.9
+#define DECAY_RATIO 0.75
+
+typedef struct rate {
+  double sec, bytes; /* decayed sums: seconds per byte is sec / bytes */
+} rate;
+
+typedef struct kind_model {
+  int kind, used;
+  double raw, enc; /* decayed sums over attempts: raw and encoded bytes */
+  int raw_chosen;  /* the figures say raw is faster for this kind */
+  int countdown;   /* raw records left before the next probe */
+  int interval;    /* what countdown restarts from */
+} kind_model;
+
+/* How one put stores its record, decided under the lock before encoding. */
+typedef enum plan {
+  PLAN_RAW,      /* no compression: level BLK__CODEC_STORE, or nothing to encode */
+  PLAN_SKIP,     /* raw untried: this gid's last attempt did not pay */
+  PLAN_FAST,     /* raw: auto measured the device faster than the codec */
+  PLAN_COMPRESS, /* try zstd */
+  PLAN_PROBE     /* try zstd as auto's probe of a kind it stores raw */
+} plan;
+
+struct blk__storage {
+  int fd;          /* the spill file; -1 in memory mode */
+  char *path;      /* the spill file's path; NULL in memory mode */
+  int level;       /* as created: a zstd level, BLK__CODEC_STORE or BLK__STORAGE_AUTO */
+  int codec_level; /* what the codecs are made with */
+  blk__mutex *lock;
+  /* Everything below is under lock. */
+  worker **spare;          /* workers not in use; room for every worker */
+  size_t nspare, nworkers; /* nworkers: made so far, all freed at destroy */
+  extent *free;            /* free extents sorted by offset */
   size_t nfree, cap_free;
-  uint64_t live;            /* records put and not yet released */
+  uint64_t live;            /* extents taken (records, writes under way, holes) */
   mem_node head;            /* memory mode: circular list of live records */
   blk__storage_stats stats; /* file_bytes is the logical end of the file */
+  hint hints[HINTS];
+  kind_model kinds[KINDS];
+  rate enc, dec;           /* codec: seconds per raw byte (zstd frames only) */
+  rate wr, rd;             /* device: seconds per stored byte */
+  double test_wr, test_rd; /* >= 0: the device figures a test set */
 };
 
 /* --- small helpers --- */
@@ -485,6 +576,192 @@ static void give_extent(blk__storage *s, uint64_t off, uint64_t len) {
   }
 }
 
+/* --- workers --- */
+
+static void worker_free(worker *w) {
+  if (!w) return;
+  blk__codec_destroy(w->codec);
+  blk_buffer_free(&w->scratch);
+  free(w);
+}
+
+/* Makes a worker and room for it among the spares (so giving it back never
+ * needs memory). Takes the lock. */
+static int worker_new(blk__storage *s, worker **out) {
+  int rc = 0;
+  *out = NULL;
+  worker *w = blk__calloc(1, sizeof *w);
+  if (!w) return blk__fail(BLK_ENOMEM, "storage: no memory for a codec");
+  blk_buffer_init(&w->scratch);
+  rc = blk__codec_create(&w->codec, s->codec_level);
+  if (rc) goto fail;
+  blk__mutex_lock(s->lock);
+  worker **a = blk__realloc(s->spare, (s->nworkers + 1) * sizeof *a);
+  if (a) {
+    s->spare = a;
+    s->nworkers++;
+  }
+  blk__mutex_unlock(s->lock);
+  if (!a) {
+    rc = blk__fail(BLK_ENOMEM, "storage: no memory for a codec");
+    goto fail;
+  }
+  *out = w;
+  return 0;
+fail:
+  worker_free(w);
+  return rc;
+}
+
+/* A spare worker, or a new one when every worker is in use. Takes the
+ * lock. */
+static int worker_take(blk__storage *s, worker **out) {
+  blk__mutex_lock(s->lock);
+  worker *w = s->nspare ? s->spare[--s->nspare] : NULL;
+  blk__mutex_unlock(s->lock);
+  if (w) {
+    *out = w;
+    return 0;
+  }
+  return worker_new(s, out);
+}
+
+/* Gives w back; with the lock held. A buffer grown past SCRATCH_KEEP was
+ * freed by the caller before locking. */
+static void worker_give(blk__storage *s, worker *w) {
+  s->spare[s->nspare++] = w;
+}
+
+/* Frees the scratch of a worker that grew too large; without the lock. */
+static void worker_trim(worker *w) {
+  if (w->scratch.capacity > SCRATCH_KEEP) blk_buffer_free(&w->scratch);
+}
+
+/* --- when compression pays --- */
+
+static void rate_add(rate *r, double sec, double bytes) {
+  r->sec = r->sec * DECAY_RATE + sec;
+  r->bytes = r->bytes * DECAY_RATE + bytes;
+}
+
+/* Seconds per byte, or -1 before any sample. */
+static double rate_get(const rate *r) {
+  return r->bytes > 0 ? r->sec / r->bytes : -1.0;
+}
+
+static hint *hint_of(blk__storage *s, int gid, int kind) {
+  uint64_t k = (uint64_t)(uint32_t)gid | (uint64_t)(uint32_t)kind << 32;
+  return &s->hints[mix64(k) % HINTS];
+}
+
+static kind_model *kind_of(blk__storage *s, int kind) {
+  kind_model *k = &s->kinds[(unsigned)kind % KINDS];
+  if (!k->used || k->kind != kind) *k = (kind_model){.kind = kind, .used = 1};
+  return k;
+}
+
+/* Auto, with a spill file: what compressing a record of kind k costs over
+ * what it saves, by the figures (>= 1: raw is faster). A record is written
+ * once and read once, so compressing costs encode + decode (per raw byte)
+ * and saves (1 - stored/raw) of the device's write + read time. Until the
+ * codec, the ratio and the device have been measured it returns 0 (so the
+ * put compresses, which measures the first two). A decode speed not
+ * measured yet is taken as half the encode time (zstd level 1 decodes 2-4
+ * times faster than it encodes, docs/compression.md), a read speed not
+ * measured yet as the write speed. */
+static double cost_over_saving(const blk__storage *s, const kind_model *k) {
+  double e = rate_get(&s->enc), d = rate_get(&s->dec);
+  double w = s->test_wr >= 0 ? s->test_wr : rate_get(&s->wr);
+  double r = s->test_rd >= 0 ? s->test_rd : rate_get(&s->rd);
+  if (k->raw <= 0 || e < 0 || w < 0) return 0;
+  if (d < 0) d = e / 2;
+  if (r < 0) r = w;
+  double saving = (1.0 - k->enc / k->raw) * (w + r);
+  if (saving <= 0) return HUGE_VAL;
+  return (e + d) / saving;
+}
+
+/* The records between auto's probes of a kind it stores raw: PROBE_EVERY
+ * times how far the figures are from the tipping point (costs 5 times
+ * what it saves: 40), at least `floor`, at most PROBE_MAX. Figures that
+ * are far off would have to change manyfold before a probe could find
+ * anything, so such probes come rarely. */
+static int probe_interval(double ratio, int floor) {
+  double n = (double)PROBE_EVERY * ratio;
+  int i = n >= PROBE_MAX ? PROBE_MAX : (int)n;
+  if (i < floor) i = floor;
+  return i < PROBE_MAX ? i : PROBE_MAX;
+}
+
+/* How a put of n bytes of (gid, kind) stores its record; with the lock held.
+ * Counts a skip in the gid's hint and a raw record in auto's countdown. */
+static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
+  if (s->level == BLK__CODEC_STORE || n == 0) return PLAN_RAW;
+  hint *h = hint_of(s, gid, kind);
+  if (h->poor && h->gid == gid && h->kind == kind) {
+    if (++h->skipped < PROBE_EVERY) return PLAN_SKIP;
+    h->skipped = 0; /* the probe: try again */
+  }
+  if (s->level != BLK__STORAGE_AUTO || s->fd < 0) return PLAN_COMPRESS;
+  kind_model *k = kind_of(s, kind);
+  double ratio = cost_over_saving(s, k);
+  if (ratio < 1) {
+    k->raw_chosen = 0;
+    return PLAN_COMPRESS;
+  }
+  if (!k->raw_chosen) {
+    k->raw_chosen = 1;
+    k->interval = k->countdown = probe_interval(ratio, PROBE_EVERY);
+  }
+  if (--k->countdown > 0) return PLAN_FAST;
+  return PLAN_PROBE;
+}
+
+/* What an attempt at compressing n bytes of (gid, kind) taught, with the
+ * lock held: it took `sec` seconds, gave `enc` bytes, and `pays` says
+ * whether it is kept. */
+static void learn_put(blk__storage *s, int gid, int kind, plan p, size_t n, size_t enc, double sec,
+                      int pays) {
+  rate_add(&s->enc, sec, (double)n);
+  hint *h = hint_of(s, gid, kind);
+  if (!pays) {
+    *h = (hint){.gid = gid, .kind = kind, .poor = 1, .skipped = 0};
+  } else if (h->gid == gid && h->kind == kind) {
+    h->poor = 0;
+  }
+  if (s->level != BLK__STORAGE_AUTO || s->fd < 0) return;
+  kind_model *k = kind_of(s, kind);
+  k->raw = k->raw * DECAY_RATIO + (double)n;
+  k->enc = k->enc * DECAY_RATIO + (double)enc;
+  if (p != PLAN_PROBE) return;
+  double ratio = cost_over_saving(s, k);
+  if (ratio >= 1) {
+    /* Confirmed: probe less often. */
+    k->interval = k->countdown = probe_interval(ratio, 2 * k->interval);
+  } else {
+    k->raw_chosen = 0;
+  }
+}
+
+/* Counts a successful put; with the lock held. */
+static void count_put(blk__storage *s, plan p, int compressed, size_t n, uint64_t stored) {
+  blk__storage_stats *st = &s->stats;
+  st->records_written++;
+  st->bytes_raw_written += (uint64_t)n;
+  st->bytes_stored_written += stored;
+  if (compressed) {
+    st->records_compressed++;
+    return;
+  }
+  st->records_raw++;
+  if (p == PLAN_FAST) {
+    st->records_raw_fast_device++;
+  } else if (p != PLAN_RAW) { /* skipped, or tried and did not pay */
+    st->records_raw_poor_ratio++;
+    st->bytes_raw_poor_ratio += (uint64_t)n;
+  }
+}
+
 /* --- create and destroy --- */
 
 int blk__storage_create(blk__storage **out, const char *dir, int rank, int level) {
@@ -497,9 +774,16 @@ int blk__storage_create(blk__storage **out, const char *dir, int rank, int level
   }
   s->fd = -1;
   s->head.link.prev = s->head.link.next = &s->head;
-  blk_buffer_init(&s->scratch);
-  rc = blk__codec_create(&s->codec, level);
+  s->level = level;
+  s->codec_level = level == BLK__STORAGE_AUTO ? BLK__CODEC_DEFAULT_LEVEL : level;
+  s->test_wr = s->test_rd = -1.0;
+  rc = blk__mutex_create(&s->lock);
   if (rc) goto done;
+  /* The first worker now: it checks the level, and the first put needs it. */
+  worker *w = NULL;
+  rc = worker_new(s, &w);
+  if (rc) goto done;
+  worker_give(s, w);
   if (dir) rc = open_spill(s, dir, rank);
 done:
   if (rc) {
@@ -524,10 +808,11 @@ void blk__storage_destroy(blk__storage *s) {
     free(n);
     n = next;
   }
+  for (size_t i = 0; i < s->nspare; i++) worker_free(s->spare[i]);
+  free(s->spare);
   free(s->free);
   free(s->path);
-  blk_buffer_free(&s->scratch);
-  blk__codec_destroy(s->codec);
+  blk__mutex_destroy(s->lock);
   free(s);
 }
 
@@ -560,49 +845,94 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
    * buffer and then takes its memory (malloc'd by buffer.c). */
   const size_t prefix = memory ? sizeof(mem_node) : 0;
   uint64_t off = NO_OFFSET, len = 0;
+  worker *w = NULL;
 
-  blk_buffer_clear(&s->scratch);
-  if (!memory && reserve_free(s, (size_t)s->live + 1) != 0) {
-    rc = blk__fail(BLK_ENOMEM, "storage: no memory to track the free space of %s", s->path);
-    goto done;
-  }
-  if (!blk_buffer_append(&s->scratch, prefix + HEADER_SIZE)) {
+  rc = worker_take(s, &w);
+  if (rc) goto done;
+  blk_buffer *b = &w->scratch;
+  blk_buffer_clear(b);
+  if (!blk_buffer_append(b, prefix + HEADER_SIZE)) {
     rc = blk__fail(BLK_ENOMEM, "storage: no memory to write gid %d (%zu bytes)", gid, n);
     goto done;
   }
-  uint32_t format = 0;
-  if (n > 0) {
+  blk__mutex_lock(s->lock);
+  const plan p = plan_put(s, gid, kind, n);
+  blk__mutex_unlock(s->lock);
+
+  /* Encode (no lock held), then keep the frame only if it pays. */
+  uint32_t format = BLK__CODEC_RAW;
+  if (p == PLAN_COMPRESS || p == PLAN_PROBE) {
     double t0 = now_s();
-    rc = blk__codec_encode(s->codec, &s->scratch, raw, n, elem_size, &format);
-    s->stats.seconds_compress += now_s() - t0;
+    rc = blk__codec_encode(w->codec, b, raw, n, elem_size, &format);
+    double sec = now_s() - t0;
     if (rc) {
       char detail[256];
       snprintf(detail, sizeof detail, "%s", blk_last_error());
       rc = blk__fail(rc, "storage: encoding %zu bytes of gid %d: %s", n, gid, detail);
+      blk__mutex_lock(s->lock);
+      s->stats.seconds_compress += sec;
+      blk__mutex_unlock(s->lock);
+      goto done;
+    }
+    const size_t enc = b->size - prefix - HEADER_SIZE;
+    const int pays =
+        BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && (double)enc * RATIO_MIN <= (double)n;
+    if (!pays && format != BLK__CODEC_RAW) {
+      /* The codec reserved ZSTD_compressBound(n) >= n bytes past the
+       * header: the raw bytes fit over the frame without growing b. */
+      b->size = prefix + HEADER_SIZE;
+      memcpy(b->data + b->size, raw, n);
+      b->size += n;
+      format = BLK__CODEC_RAW;
+    }
+    blk__mutex_lock(s->lock);
+    s->stats.seconds_compress += sec;
+    learn_put(s, gid, kind, p, n, enc, sec, pays);
+    blk__mutex_unlock(s->lock);
+  } else if (n > 0) {
+    rc = blk_buffer_write(b, raw, n);
+    if (rc) {
+      rc = blk__fail(BLK_ENOMEM, "storage: no memory to write gid %d (%zu bytes)", gid, n);
       goto done;
     }
   }
-  unsigned char *bytes = s->scratch.data + prefix;
-  const size_t total = s->scratch.size - prefix;
+  const int compressed = BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD;
+  unsigned char *bytes = b->data + prefix;
+  const size_t total = b->size - prefix;
   const uint64_t stored = (uint64_t)total;
-  const unsigned char *enc = bytes + HEADER_SIZE;
-  const uint64_t data_sum = blk__checksum(enc, total - HEADER_SIZE, SEED_DATA);
+  const unsigned char *encoded = bytes + HEADER_SIZE;
+  const uint64_t data_sum = blk__checksum(encoded, total - HEADER_SIZE, SEED_DATA);
 
   if (memory) {
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, NO_OFFSET);
-    mem_node *node = (mem_node *)(void *)s->scratch.data;
-    mem_node *fit = realloc(node, s->scratch.size); /* give back the slack */
+    mem_node *node = (mem_node *)(void *)b->data;
+    mem_node *fit = realloc(node, b->size); /* give back the slack */
     if (fit) node = fit;
-    blk_buffer_init(&s->scratch); /* the memory is the record's now */
+    blk_buffer_init(b); /* the memory is the record's now */
+    bytes = (unsigned char *)(node + 1);
+    blk__mutex_lock(s->lock);
     node->link.prev = s->head.link.prev;
     node->link.next = &s->head;
     s->head.link.prev->link.next = node;
     s->head.link.prev = node;
-    bytes = (unsigned char *)(node + 1);
     set_end(s, s->stats.file_bytes + stored);
+    s->live++;
+    count_put(s, p, compressed, n, stored);
+    worker_give(s, w);
+    blk__mutex_unlock(s->lock);
+    w = NULL;
   } else {
     len = round_up(stored);
-    e = take_extent(s, len, &off);
+    blk__mutex_lock(s->lock);
+    /* Room for live + 1 free extents before taking one (the invariants). */
+    int nomem = reserve_free(s, (size_t)s->live + 1) != 0;
+    if (!nomem) e = take_extent(s, len, &off);
+    if (!nomem && !e) s->live++;
+    blk__mutex_unlock(s->lock);
+    if (nomem) {
+      rc = blk__fail(BLK_ENOMEM, "storage: no memory to track the free space of %s", s->path);
+      goto done;
+    }
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: writing %" PRIu64 " bytes for gid %d to %s: %s", stored,
                      gid, s->path, errtext(e, ebuf, sizeof ebuf));
@@ -611,26 +941,39 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, off);
     double t0 = now_s();
     e = write_all(s->fd, bytes, total, off);
-    s->stats.seconds_write += now_s() - t0;
+    double sec = now_s() - t0;
+    worker_trim(w);
+    blk__mutex_lock(s->lock);
+    s->stats.seconds_write += sec;
     if (e) {
       give_extent(s, off, len);
+      s->live--;
+    } else {
+      rate_add(&s->wr, sec, (double)stored);
+      count_put(s, p, compressed, n, stored);
+    }
+    worker_give(s, w);
+    blk__mutex_unlock(s->lock);
+    w = NULL;
+    if (e) {
       rc = blk__fail(BLK_EIO,
                      "storage: writing %" PRIu64 " bytes for gid %d to %s (offset %" PRIu64 "): %s",
                      stored, gid, s->path, off, errtext(e, ebuf, sizeof ebuf));
       goto done;
     }
   }
-  s->live++;
-  s->stats.records_written++;
-  s->stats.bytes_raw_written += (uint64_t)n;
-  s->stats.bytes_stored_written += stored;
   rec->offset = memory ? -1 : (int64_t)off;
   rec->stored = stored;
   rec->raw = (uint64_t)n;
   rec->mem = memory ? (void *)bytes : NULL;
   rec->gid = gid;
 done:
-  if (s->scratch.capacity > SCRATCH_KEEP) blk_buffer_free(&s->scratch);
+  if (w) {
+    worker_trim(w);
+    blk__mutex_lock(s->lock);
+    worker_give(s, w);
+    blk__mutex_unlock(s->lock);
+  }
   return rc;
 }
 
@@ -646,6 +989,9 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   unsigned char hbuf[HEADER_SIZE];
   const unsigned char *h = hbuf, *enc = NULL;
   size_t got = 0;
+  double sec_read = 0, sec_decode = 0;
+  uint32_t format = 0;
+  worker *w = NULL;
 
   blk_buffer_clear(out);
   /* The record named by gid and place: "in <file> at offset <o>" or "in memory". */
@@ -671,6 +1017,8 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   const size_t enc_size = (size_t)(rec->stored - HEADER_SIZE);
   const uint64_t want_off = memory ? NO_OFFSET : (uint64_t)rec->offset;
 
+  rc = worker_take(s, &w);
+  if (rc) goto done;
   if (memory) {
     if (rec->offset != -1 || !rec->mem) CORRUPT("not a record kept in memory");
     h = rec->mem;
@@ -678,7 +1026,7 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
     if (rec->offset < 0) CORRUPT("not a record in a file");
     double t0 = now_s();
     e = read_all(s->fd, hbuf, HEADER_SIZE, want_off, &got);
-    s->stats.seconds_read += now_s() - t0;
+    sec_read += now_s() - t0;
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading the header of gid %d from %s (offset %lld): %s",
                      gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -708,8 +1056,8 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   if (memory) {
     enc = h + HEADER_SIZE;
   } else {
-    blk_buffer_clear(&s->scratch);
-    unsigned char *p = blk_buffer_append(&s->scratch, enc_size);
+    blk_buffer_clear(&w->scratch);
+    unsigned char *p = blk_buffer_append(&w->scratch, enc_size);
     if (!p) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to read %zu bytes of gid %d from %s", enc_size,
                      gid, file);
@@ -717,7 +1065,7 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
     }
     double t0 = now_s();
     e = read_all(s->fd, p, enc_size, want_off + HEADER_SIZE, &got);
-    s->stats.seconds_read += now_s() - t0;
+    sec_read += now_s() - t0;
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading %zu bytes of gid %d from %s (offset %lld): %s",
                      enc_size, gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -742,9 +1090,10 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to decode %zu bytes of gid %d", raw, gid);
       goto done;
     }
+    format = get_u32(h + H_FORMAT);
     double t0 = now_s();
-    rc = blk__codec_decode(s->codec, dst, raw, enc, enc_size, get_u32(h + H_FORMAT));
-    s->stats.seconds_decompress += now_s() - t0;
+    rc = blk__codec_decode(w->codec, dst, raw, enc, enc_size, format);
+    sec_decode = now_s() - t0;
     if (rc == BLK_ECORRUPT) {
       char detail[200];
       snprintf(detail, sizeof detail, "%s", blk_last_error());
@@ -752,13 +1101,23 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
     }
     if (rc) goto done;
   }
-  s->stats.records_read++;
-  s->stats.bytes_raw_read += rec->raw;
-  s->stats.bytes_stored_read += rec->stored;
 #undef CORRUPT
 done:
   if (rc) blk_buffer_clear(out);
-  if (s->scratch.capacity > SCRATCH_KEEP) blk_buffer_free(&s->scratch);
+  if (w) worker_trim(w);
+  blk__mutex_lock(s->lock);
+  s->stats.seconds_read += sec_read;
+  s->stats.seconds_decompress += sec_decode;
+  if (!rc) {
+    s->stats.records_read++;
+    s->stats.bytes_raw_read += rec->raw;
+    s->stats.bytes_stored_read += rec->stored;
+    if (!memory) rate_add(&s->rd, sec_read, (double)rec->stored);
+    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD)
+      rate_add(&s->dec, sec_decode, (double)rec->raw);
+  }
+  if (w) worker_give(s, w);
+  blk__mutex_unlock(s->lock);
   return rc;
 }
 
@@ -771,16 +1130,21 @@ void blk__storage_release(blk__storage *s, blk__record *rec) {
         get_u32((const unsigned char *)rec->mem + H_MAGIC) != MAGIC)
       blk__panic("storage: releasing gid %d's record, which is not a record in memory", rec->gid);
     mem_node *node = (mem_node *)rec->mem - 1;
+    blk__mutex_lock(s->lock);
     node->link.prev->link.next = node->link.next;
     node->link.next->link.prev = node->link.prev;
-    free(node);
     s->stats.file_bytes -= rec->stored;
+    s->live--;
+    blk__mutex_unlock(s->lock);
+    free(node);
   } else {
     if (rec->offset < 0)
       blk__panic("storage: releasing gid %d's record, which is not in %s", rec->gid, s->path);
+    blk__mutex_lock(s->lock);
     give_extent(s, (uint64_t)rec->offset, round_up(rec->stored));
+    s->live--;
+    blk__mutex_unlock(s->lock);
   }
-  s->live--;
   rec->offset = -1;
   rec->stored = 0;
   rec->raw = 0;
@@ -788,7 +1152,9 @@ void blk__storage_release(blk__storage *s, blk__record *rec) {
 }
 
 void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out) {
+  blk__mutex_lock(s->lock);
   *out = s->stats;
+  blk__mutex_unlock(s->lock);
 }
 
 int blk__storage_fd(const blk__storage *s) {
@@ -805,16 +1171,28 @@ void blk__storage_test_fallback(int on) {
 
 int blk__storage_test_hole(blk__storage *s, uint64_t bytes) {
   char ebuf[128];
+  int rc = 0;
   if (s->fd < 0) return blk__fail(BLK_EINVAL, "storage: a hole needs a spill file");
-  if (reserve_free(s, (size_t)s->live + 1) != 0)
-    return blk__fail(BLK_ENOMEM, "storage: no memory to track the free space of %s", s->path);
+  blk__mutex_lock(s->lock);
   /* Taken at the end even if free space would hold it, and counted as live
    * so that nfree <= live still holds. */
   const uint64_t end = s->stats.file_bytes;
-  if (bytes > (uint64_t)INT64_MAX - ALIGN || round_up(bytes) > (uint64_t)INT64_MAX - end)
-    return blk__fail(BLK_EIO, "storage: a hole of %" PRIu64 " bytes in %s: %s", bytes, s->path,
-                     errtext(EFBIG, ebuf, sizeof ebuf));
-  set_end(s, end + round_up(bytes));
-  s->live++;
-  return 0;
+  if (reserve_free(s, (size_t)s->live + 1) != 0) {
+    rc = blk__fail(BLK_ENOMEM, "storage: no memory to track the free space of %s", s->path);
+  } else if (bytes > (uint64_t)INT64_MAX - ALIGN || round_up(bytes) > (uint64_t)INT64_MAX - end) {
+    rc = blk__fail(BLK_EIO, "storage: a hole of %" PRIu64 " bytes in %s: %s", bytes, s->path,
+                   errtext(EFBIG, ebuf, sizeof ebuf));
+  } else {
+    set_end(s, end + round_up(bytes));
+    s->live++;
+  }
+  blk__mutex_unlock(s->lock);
+  return rc;
+}
+
+void blk__storage_test_device(blk__storage *s, double write_spb, double read_spb) {
+  blk__mutex_lock(s->lock);
+  s->test_wr = write_spb;
+  s->test_rd = read_spb;
+  blk__mutex_unlock(s->lock);
 }

@@ -19,21 +19,46 @@
  * its block in memory), and a get never hands back bytes that did not pass
  * both checksums and the decoder.
  *
- * Threads: a storage object is used by one thread at a time (the master's
- * driver thread); nothing in it is locked. Different storage objects may be
- * used by different threads at once. No MPI: the caller passes its rank.
+ * Compression pays for itself or is not done: a record whose zstd encoding
+ * is not at least 1.1 times smaller than its raw bytes is stored raw, and a
+ * gid (and kind) whose last attempt did not pay is stored raw untried, but
+ * for every 8th record, which tries again. With level BLK__STORAGE_AUTO the
+ * storage also chooses between zstd level 1 and raw from what it measures:
+ * its codec's speed, the ratio of each kind of record, and the spill
+ * file's write and read speed (docs/compression.md).
+ *
+ * Threads: put, get, release and stats_get may be called by several threads
+ * at once on one storage (the driver and a background I/O thread). Each
+ * call takes a codec and a buffer of its own from the storage's spares
+ * (made on first need and kept, so the steady state allocates nothing), and
+ * encodes, decodes, reads and writes without any lock; one mutex guards
+ * only the space of the file (or the list of records in memory), the
+ * spares, what the storage learns about compression, and the statistics.
+ * One record must not be released while a get of it runs, nor used after
+ * its release; create and destroy have no other call running. No MPI: the
+ * caller passes its rank.
  *
  * Sizes and offsets are 64-bit throughout; a record may exceed 4 GiB.
  */
 #ifndef BLK_STORAGE_H
 #define BLK_STORAGE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "blk/buffer.h"
 
 typedef struct blk__storage blk__storage;
+
+/* The level that chooses per record between zstd level 1 (after the
+ * caller's shuffle) and raw from measured figures: with a spill file, it
+ * compresses when encoding, decoding and moving the smaller record costs
+ * less time than moving the raw one (a record is written once and read
+ * once), and probes the other choice now and then; in memory, whenever the
+ * ratio pays. No zstd level takes this value; it equals the public
+ * BLK_COMPRESSION_AUTO. */
+#define BLK__STORAGE_AUTO (INT_MIN + 1)
 
 /* Where one saved item lives; a value the master keeps. Filled by a
  * successful blk__storage_put, cleared by blk__storage_release. */
@@ -51,6 +76,15 @@ typedef struct blk__storage_stats {
       bytes_stored_read;
   /* Time spent in each step (CLOCK_MONOTONIC), of successful and failed calls. */
   double seconds_compress, seconds_decompress, seconds_write, seconds_read;
+  /* How successful puts stored their records: as a zstd frame, or raw. Of
+   * the raw ones: those stored raw because compression did not pay (zstd was
+   * tried and did not shrink them 1.1 times, or was skipped because the last
+   * try for that gid and kind did not), with their raw bytes; and those that
+   * level auto stored raw because it measured raw to be faster (a device
+   * faster than the codec). The rest of the raw ones had compression off or
+   * were empty. */
+  uint64_t records_compressed, records_raw, records_raw_poor_ratio, bytes_raw_poor_ratio,
+      records_raw_fast_device;
   /* The file's size (its logical end: every live record and free extent lies
    * below it), the largest it has been, and the bytes inside it that are free
    * for reuse. In memory mode: the bytes of live records held in memory, the
@@ -66,7 +100,8 @@ typedef struct blk__storage_stats {
  * ENOENT), it is created exclusively (O_EXCL) as
  * "<dir>/blk-r<rank>-<random>.spill", so concurrent jobs and ranks never
  * clash, and that name is unlinked before create returns. `level` is the zstd
- * level for the codec.
+ * level for the codec, BLK__CODEC_STORE (codec.h) to store every record raw,
+ * or BLK__STORAGE_AUTO.
  * @return : 0; BLK_EIO naming `dir` and the reason when it does not exist,
  *           is not a directory or the file cannot be created in it (checked
  *           here, not at the first write), or when the fallback's name
@@ -109,7 +144,7 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out);
  * lies outside the file, is a caller's bug and stops the program. */
 void blk__storage_release(blk__storage *s, blk__record *rec);
 
-/* Copies the statistics so far into *out. */
+/* Copies the statistics so far into *out. Any thread. */
 void blk__storage_stats_get(const blk__storage *s, blk__storage_stats *out);
 
 /* A label for the spill file in messages, "" in memory mode; valid until
@@ -139,5 +174,11 @@ int blk__storage_fd(const blk__storage *s);
  * @return : 0; BLK_EINVAL in memory mode; BLK_EIO (EFBIG) when the end would
  *           pass the largest offset a file can have. */
 int blk__storage_test_hole(blk__storage *s, uint64_t bytes);
+
+/* For tests only: fixes the device figures auto decides with, in seconds
+ * per stored byte written and read (0: a device that costs nothing; 1: a
+ * very slow one), instead of measuring them; a negative value measures
+ * again. So tests of auto's choice do not depend on the machine's speed. */
+void blk__storage_test_device(blk__storage *s, double write_spb, double read_spb);
 
 #endif

@@ -17,6 +17,7 @@
 #include "blk/blk.h"
 #include "check.h"
 #include "spill_fd.h"
+#include "storage/codec.h"
 #include "storage/storage.h"
 
 /* --- helpers --- */
@@ -233,6 +234,149 @@ static void test_round_trips(const char *dir) {
   blk__storage_destroy(NULL);
   if (dir) CHECK(spill_fds(dir, &fd, NULL, 1) <= 0); /* destroy closed it */
   printf("round trips %s: ok\n", dir ? "on disk" : "in memory");
+}
+
+/* --- compression that pays, and level auto --- */
+
+/* The codec format of rec, read from its header (in memory, or in the file
+ * through the descriptor). */
+static uint32_t format_of(blk__storage *s, const blk__record *rec) {
+  unsigned char h[20];
+  if (rec->mem) {
+    memcpy(h, rec->mem, sizeof h);
+  } else {
+    CHECK(pread(blk__storage_fd(s), h, sizeof h, (off_t)rec->offset) == (ssize_t)sizeof h);
+  }
+  uint32_t f;
+  memcpy(&f, h + 16, sizeof f);
+  return f;
+}
+
+/* A smooth float32 field of n values. */
+static float *smooth_field(size_t n, float phase) {
+  float *f = malloc(n * sizeof *f);
+  CHECK(f != NULL);
+  for (size_t i = 0; i < n; i++)
+    f[i] =
+        300.0f + 20.0f * sinf(0.02f * (float)(i % 1024) + phase) * cosf(0.03f * (float)(i / 1024));
+  return f;
+}
+
+/* Puts `count` records of gid with content from fill_random (compress:
+ * 0) or smooth_field (1), checks each round trips and returns how many
+ * were stored as zstd frames. */
+static int put_many(blk__storage *s, int gid, int compress, int count) {
+  enum { N = 64 * 1024 };
+  int zstd = 0;
+  unsigned char *buf = malloc(N * sizeof(float));
+  CHECK(buf != NULL);
+  for (int i = 0; i < count; i++) {
+    if (compress) {
+      float *f = smooth_field(N, (float)i);
+      memcpy(buf, f, N * sizeof(float));
+      free(f);
+    } else {
+      fill_random(buf, N * sizeof(float), (uint64_t)(gid * 1000 + i));
+    }
+    blk__record rec;
+    CHECK_OK(blk__storage_put(s, gid, 0, buf, N * sizeof(float), 4, &rec));
+    uint32_t f = format_of(s, &rec);
+    if (BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_ZSTD) {
+      zstd++;
+      CHECK((double)rec.stored * 1.1 <= (double)rec.raw + 64 * 1.1);
+    } else {
+      CHECK_EQ_INT(rec.stored, rec.raw + 64);
+    }
+    check_get(s, &rec, buf, N * sizeof(float));
+    blk__storage_release(s, &rec);
+  }
+  free(buf);
+  return zstd;
+}
+
+/* Checks how s stored its records so far. */
+static void check_choices(const blk__storage *s, uint64_t compressed, uint64_t poor,
+                          uint64_t fast) {
+  blk__storage_stats st;
+  blk__storage_stats_get(s, &st);
+  CHECK_EQ_INT(st.records_compressed, compressed);
+  CHECK_EQ_INT(st.records_raw_poor_ratio, poor);
+  CHECK_EQ_INT(st.records_raw_fast_device, fast);
+  CHECK_EQ_INT(st.records_raw + st.records_compressed, st.records_written);
+}
+
+/* At a fixed level: what does not compress 1.1 times is stored raw and
+ * counted, a gid whose last attempt did not pay is stored raw untried but
+ * for every 8th record, and data that becomes compressible is compressed
+ * again within 8 records. */
+static void test_pays(const char *dir) {
+  blk__storage *s = NULL;
+  CHECK_OK(blk__storage_create(&s, dir, 0, 1));
+  blk__storage_stats st;
+  CHECK_EQ_INT(put_many(s, 7, 0, 17), 0);
+  blk__storage_stats_get(s, &st);
+  CHECK_EQ_INT(st.records_written, 17);
+  CHECK_EQ_INT(st.records_raw, 17);
+  CHECK_EQ_INT(st.bytes_raw_poor_ratio, 17 * 256 * 1024);
+  check_choices(s, 0, 17, 0);
+  /* Tried on the first, 9th and 17th only (seconds_compress grows only
+   * then): no timing asserted, but the first smooth record after a poor one
+   * is stored raw untried, and one of the next 8 is a probe that succeeds;
+   * from then on every record compresses. */
+  int z = put_many(s, 7, 1, 8);
+  CHECK_MSG(z >= 1, "compressible data was never tried again");
+  CHECK_EQ_INT(put_many(s, 7, 1, 4), 4);
+  /* Another gid is not held back by gid 7's history. */
+  CHECK_EQ_INT(put_many(s, 8, 1, 2), 2);
+  blk__storage_stats_get(s, &st);
+  CHECK_EQ_INT(st.records_compressed + st.records_raw, st.records_written);
+  CHECK_EQ_INT(st.records_raw_poor_ratio, 17 + 8 - z);
+  blk__storage_destroy(s);
+
+  /* BLK__CODEC_STORE: raw, and not counted as compression that did not pay. */
+  CHECK_OK(blk__storage_create(&s, dir, 0, BLK__CODEC_STORE));
+  CHECK_EQ_INT(put_many(s, 1, 1, 2), 0);
+  blk__storage_stats_get(s, &st);
+  CHECK_EQ_INT(st.records_raw, 2);
+  CHECK_EQ_INT(st.records_raw_poor_ratio, 0);
+  blk__storage_destroy(s);
+  printf("compression that pays %s: ok\n", dir ? "on disk" : "in memory");
+}
+
+/* Level auto: with a device made slow (a second per byte), smooth floats
+ * are compressed and random bytes stored raw; with a device that costs
+ * nothing, both are stored raw (after the first, which measures); in
+ * memory, what compresses is compressed. The device figures are set, not
+ * measured, so nothing here depends on this machine's speed. */
+static void test_auto(const char *dir) {
+  blk__storage *s = NULL;
+
+  CHECK_OK(blk__storage_create(&s, dir, 0, BLK__STORAGE_AUTO));
+  blk__storage_test_device(s, 1.0, 1.0);
+  CHECK_EQ_INT(put_many(s, 1, 1, 20), 20);
+  CHECK_EQ_INT(put_many(s, 2, 0, 20), 0);
+  check_choices(s, 20, 20, 0);
+  blk__storage_destroy(s);
+
+  CHECK_OK(blk__storage_create(&s, dir, 0, BLK__STORAGE_AUTO));
+  blk__storage_test_device(s, 0.0, 0.0);
+  /* The first record is compressed: nothing is measured before it. Then
+   * raw, but for probes (every 8th record, then every 16th, ... 64th). */
+  int z = put_many(s, 1, 1, 40);
+  CHECK_MSG(z >= 1 && z <= 6, "%d of 40 compressed", z);
+  check_choices(s, (uint64_t)z, 0, (uint64_t)(40 - z));
+  /* A slow device again: compressed from the next record on. */
+  blk__storage_test_device(s, 1.0, 1.0);
+  CHECK_EQ_INT(put_many(s, 1, 1, 5), 5);
+  blk__storage_destroy(s);
+
+  CHECK_OK(blk__storage_create(&s, NULL, 0, BLK__STORAGE_AUTO));
+  blk__storage_test_device(s, 0.0, 0.0); /* no device in memory: ignored */
+  CHECK_EQ_INT(put_many(s, 1, 1, 10), 10);
+  CHECK_EQ_INT(put_many(s, 2, 0, 3), 0);
+  check_choices(s, 10, 3, 0);
+  blk__storage_destroy(s);
+  printf("auto: ok\n");
 }
 
 /* --- reuse: many rounds of evict and load keep the file bounded --- */
@@ -507,6 +651,9 @@ int main(void) {
   test_round_trips(NULL);
   test_reuse(dir);
   test_reuse(NULL);
+  test_pays(dir);
+  test_pays(NULL);
+  test_auto(dir);
   test_files(0);
   test_files(1);
   test_offsets(dir);
