@@ -367,9 +367,14 @@ static void run_pattern(bench *b, blk_master *m) {
 
 /* ----------------------------------------------------------------- checks */
 
+/* What a check does besides the reference: nothing more (in-core, before
+ * the last repetition), keep the result (in-core, the last), or compare it
+ * with the kept one (out-of-core). */
+enum { REFERENCE_ONLY, KEEP, COMPARE };
+
 typedef struct check_ctx {
   bench *b;
-  int keep; /* 1: copy the result into b->keep; 0: compare with b->keep (if set) */
+  int mode;
 } check_ctx;
 
 /* Runs on pool threads: says what is wrong on stderr and fails the
@@ -445,9 +450,9 @@ static int check_block(void *data, blk_proxy *p, void *user) {
   }
   if (rc) return rc;
   float *kept = b->keep[g];
-  if (c->keep) {
+  if (c->mode == KEEP) {
     memcpy(kept, bl->v, b->n * sizeof *kept);
-  } else if (memcmp(kept, bl->v, b->n * sizeof *kept)) {
+  } else if (c->mode == COMPARE && memcmp(kept, bl->v, b->n * sizeof *kept)) {
     for (size_t i = 0; i < b->n; i++)
       if (memcmp(&kept[i], &bl->v[i], sizeof kept[i]))
         return wrong(b, g, "(against in-core, bit for bit)", i, bl->v[i], kept[i]);
@@ -455,8 +460,8 @@ static int check_block(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
-static void check_result(bench *b, blk_master *m, int keep) {
-  check_ctx c = {b, keep};
+static void check_result(bench *b, blk_master *m, int mode) {
+  check_ctx c = {b, mode};
   int rc = blk_master_foreach(m, check_block, &c);
   if (rc)
     die(b, "%s: the check failed (see above): %s", pattern_names[b->pattern], blk_last_error());
@@ -559,7 +564,7 @@ static void run_one(bench *b, blk_master *in_core, const costs *c) {
   for (int r = 0; r < R; r++) {
     check_rc(b, blk_master_foreach(in_core, init_block, b), "foreach (init)");
     t[r] = timed(b, in_core);
-    check_result(b, in_core, r == R - 1);
+    check_result(b, in_core, r == R - 1 ? KEEP : REFERENCE_ONLY);
   }
   double t_in = median(t, R);
   double per_block = (double)b->n * sizeof(float);
@@ -584,7 +589,7 @@ static void run_one(bench *b, blk_master *in_core, const costs *c) {
         die(b, "budget broken: %d blocks in memory, budget %d", s1.blocks_in_memory_peak, M);
       if (B > M && s1.loads == s0.loads)
         die(b, "%s with %d of %d blocks in memory loaded nothing", pattern_names[b->pattern], M, B);
-      check_result(b, m, 0);
+      check_result(b, m, COMPARE);
     }
     blk_master_destroy(m);
     double t_ooc = median(t, R);
