@@ -46,6 +46,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "bench_util.h"
+
 enum {
   REDUCE,
   BROADCAST,
@@ -143,13 +145,8 @@ static void die(const void *bp, const char *fmt, ...) {
   const bench *b = bp;
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "blk-bench (rank %d): ", b ? b->rank : -1);
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  bench_vstop("blk-bench", b ? b->rank : -1, fmt, ap);
   va_end(ap);
-  fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  exit(1); /* MPI_Abort should not return */
 }
 
 static void *xmalloc(size_t n) {

@@ -1,239 +1,826 @@
 /*
- * ooc_bench: what out-of-core costs, measured through the public API.
+ * ooc_bench: what out-of-core costs, pattern by pattern, against the floor
+ * the codec and the storage set.
  *
- * For a smooth float field and for random floats, each rank holds B blocks
- * of F floats. It reports:
- *  - spill and restore throughput (MB/s of raw block bytes, from the
- *    master's own timers: encode + write, read + decode) and the ratio,
- *    with one block in memory, so every block goes out and comes back;
- *  - the time of a merge-reduce (element-wise sum of the fields, k = 2) in
- *    core, with a quarter of the blocks in memory compressed (zstd level 1,
- *    4-byte shuffle), and the same stored uncompressed; the slowdowns.
- * Median of R repetitions; the sums are checked against a serial one.
+ * Every rank holds B blocks of one float array each (--bytes per block), a
+ * smooth field or random floats in [0, 1). For each pattern it times the
+ * operation in-core and with a fraction of the blocks in memory (M = B/2,
+ * B/4, B/8 or 1 per rank), through the public API only:
  *
- *   mpiexec -n 1 blk-ooc-bench [--blocks 16] [--floats 262144] [--reps 5]
- *                              [--spill-dir DIR]
+ *   merge             blk_arrays_reduce: element-wise sum up a k-ary tree to gid 0
+ *   swap              blk_arrays_reduce_scatter: reduce-scatter by k-ary swap rounds
+ *   all_reduce        blk_arrays_all_reduce (AUTO: the algorithm is printed)
+ *   all_to_all        blk_all_to_all: block s sends slice d of its array (n / nblocks
+ *                     floats) to block d, which stores it as its slice s (a transpose)
+ *   foreach_exchange  blk_master_foreach that scales every array by 1.5 and enqueues
+ *                     its first and last n/64 floats to its two neighbours on a ring of
+ *                     blocks (explicit links), then blk_master_exchange
+ *
+ * Time: the operation alone, between barriers, the slowest rank, the median
+ * of R repetitions. Before each repetition a foreach (untimed) writes the
+ * starting values, so the operation starts with M blocks in memory (the
+ * last ones that foreach touched) and B - M in storage.
+ *
+ * Checks, every repetition, every element of every local block, in-core and
+ * out-of-core: against an independent reference (merge, swap, all_reduce:
+ * the sum over gids of the generating function, in double, within the
+ * rounding bound of a float sum of nblocks terms; all_to_all and
+ * foreach_exchange: the generating function itself, exactly, and the halos
+ * each block received), and out-of-core against the in-core result of the
+ * same run, bit for bit: blk combines in the same order in-core and
+ * out-of-core (blk/arrays.h, blk/reduce.h: in queues in partner order), so
+ * the scratch arrays merge and swap leave behind must match too. Every
+ * return code is checked, and the budget (never more than M blocks in
+ * memory). Anything wrong stops the job with a message, exit status 1.
+ *
+ * The floor. A dedicated pass with one block in memory (a foreach touching
+ * every block, so every block is encoded and written, and read and decoded)
+ * measures, from the master's own stats, the time per raw byte of encode
+ * (seconds_compress), write, read and decode (seconds_decompress) for this
+ * data at this compression; the median of R passes, the slowest rank. With
+ * per-block times t_out = encode + write and t_in = read + decode:
+ *
+ *   floor = p (B - M) t_out + p (B - M) t_in
+ *
+ * p (B - M) blocks must leave and p (B - M) must come back, where p is the
+ * number of passes over the blocks the pattern cannot avoid: the operation
+ * starts with B - M blocks in storage, and each pass that touches every
+ * block must read those back and, to stay within M, write as many out.
+ * p = 1 for merge (a depth-first schedule can keep each group's first
+ * member until its group is done, given M >= the tree's depth; with less,
+ * the true floor is higher) and for foreach_exchange (one foreach; the
+ * exchange moves queues, not blocks). p = 2 for swap with two or more
+ * rounds (a block's last round needs every block's first: in between,
+ * every block was touched, and at most M stayed), for all_reduce (TREE's
+ * broadcast and SPLIT's all-gather follow a reduction that needs every
+ * block; BUTTERFLY counts as swap) and for all_to_all (a block's receive
+ * follows every block's send). With p = 1
+ * this is the floor as issue 12 states it: every block that must leave is
+ * encoded and written once, every block that must come back is read and
+ * decoded once. The floor assumes all of it overlaps the callbacks; the
+ * ratio OOC / (in-core + floor) is then 1 for a run that reaches it.
+ * "moved" is the time the same per-byte costs give for what really went
+ * out and came back (blocks and spilled queues, from the stats' raw byte
+ * counts): moved far above the floor means too many moves; OOC far above
+ * in-core + moved means the moves are not overlapped (the pipeline).
+ * Loads and evictions are the stats' block counts during the operation
+ * (median over repetitions, the largest rank).
+ *
+ *   mpiexec -n 1 blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns LIST]
+ *       [--blocks 64] [--bytes 1M] [--data smooth|random] [--compression 1|none|auto]
+ *       [--threads 2] [--reps 5] [--k 2] [--spill-dir DIR] [--spill-in-memory]
+ *
+ * B is per rank (the issue's array case: --blocks 64 --bytes 4M).
  */
 #include <blk/blk.h>
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct field {
-  int gid;
-  size_t n;
-  float *v;
-} field;
+#include "bench_util.h"
 
-typedef struct setup {
-  size_t n;
+enum { MERGE, SWAP, ALL_REDUCE, ALL_TO_ALL, FOREACH_EXCHANGE, NPATTERNS };
+
+static const char *const pattern_names[NPATTERNS] = {"merge", "swap", "all_reduce", "all_to_all",
+                                                     "foreach_exchange"};
+
+#define MAX_FRACTIONS 16
+#define MAX_REPS 101
+#define SCALE 1.5f /* foreach_exchange's factor */
+
+typedef struct options {
+  int fractions[MAX_FRACTIONS]; /* d: M = B / d; 0: M = 1 */
+  int nfractions;
+  int run[NPATTERNS];
+  int blocks; /* per rank */
+  size_t bytes;
   int random;
-  int nblocks;
-} setup;
+  int level; /* compression_level */
+  int threads, reps, k;
+  const char *spill_dir;
+  int spill_in_memory;
+} options;
 
-static float value(const setup *s, int gid, size_t i) {
-  if (!s->random) return (float)(sin(0.001 * (double)i + gid) * cos(0.0003 * (double)i));
-  uint64_t x = ((uint64_t)gid << 32 ^ i) * 0x9E3779B97F4A7C15ull;
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return (float)((double)(x >> 11) / 9007199254740992.0);
+typedef struct block {
+  int gid;
+  float *v;
+} block;
+
+typedef struct bench {
+  options o;
+  int rank, size, nblocks;
+  size_t n;     /* floats per block */
+  size_t slice; /* all_to_all: floats from one block to one block */
+  size_t halo;  /* foreach_exchange: floats at each end sent to each neighbour */
+  float *wave;  /* the smooth field's shape, n floats */
+  double *sum;  /* sum over gids of value(g, i), n */
+  double *tol;  /* the bound on a float sum's rounding error there, n */
+  float **keep; /* by gid: the in-core result of the current pattern (local gids) */
+  blk_assigner *a;
+  int pattern;
+} bench;
+
+/* ---------------------------------------------------------------- helpers */
+
+#if defined(__GNUC__)
+static void die(const bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#endif
+
+/* Says what is wrong and stops every rank (only from the master's thread). */
+static void die(const bench *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bench_vstop("blk-ooc-bench", b ? b->rank : -1, fmt, ap);
+  va_end(ap);
 }
 
-static int create(void **out, int gid, void *user) {
-  const setup *s = user;
-  field *f = calloc(1, sizeof *f);
-  if (!f) return BLK_ENOMEM;
-  f->gid = gid;
-  f->n = s->n;
-  f->v = malloc(s->n * sizeof *f->v);
-  if (!f->v) return BLK_ENOMEM;
-  *out = f;
-  return 0;
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) die(NULL, "out of memory (%zu x %zu bytes)", n, size);
+  return p;
 }
 
-static void destroy(void *b, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  field *f = b;
-  free(f->v);
-  free(f);
+static void check_rc(const bench *b, int rc, const char *what) {
+  if (rc) die(b, "%s failed: %s: %s", what, blk_strerror(rc), blk_last_error());
 }
 
-static int save(blk_buffer *out, const void *b, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  const field *f = b;
-  return blk_buffer_write(out, f->v, f->n * sizeof *f->v);
+static uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15u;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
 }
 
-static int load(void *b, blk_buffer *in, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  field *f = b;
-  return blk_buffer_read(in, f->v, f->n * sizeof *f->v);
+/* The starting value of element i of block g. Smooth: a slow wave, shifted
+ * and scaled per block (what a simulation field looks like to the codec).
+ * Random: 24 random bits in [0, 1) (what it cannot compress much). */
+static float value(const bench *b, int g, size_t i) {
+  if (b->o.random) return (float)(mix64((uint64_t)g << 40 ^ i) >> 40) * 0x1p-24f;
+  size_t j = (i + (size_t)g * 7919u) % b->n;
+  return b->wave[j] * (1.0f + 0.125f * (float)(g % 8));
 }
 
-static int init(void *b, blk_proxy *p, void *user) {
-  (void)p;
-  const setup *s = user;
-  field *f = b;
-  for (size_t i = 0; i < f->n; i++) f->v[i] = value(s, f->gid, i);
-  return 0;
+static int compare_double(const void *x, const void *y) {
+  double p = *(const double *)x, q = *(const double *)y;
+  return (p > q) - (p < q);
 }
 
-static int touch(void *b, blk_proxy *p, void *user) {
-  (void)p;
-  (void)user;
-  field *f = b;
-  f->v[0] += 0.0f; /* the block must be in memory: that is the point */
-  return 0;
+static double median(const double *t, int n) {
+  double s[MAX_REPS];
+  memcpy(s, t, (size_t)n * sizeof *s);
+  qsort(s, (size_t)n, sizeof *s, compare_double);
+  return s[n / 2];
 }
 
-static int merge(void *b, blk_proxy *p, void *user) {
-  (void)user;
-  field *f = b;
-  int nin = blk_proxy_in_count(p);
-  for (int i = 0; i < nin; i++) {
-    if (blk_proxy_in_gid(p, i) == f->gid) continue;
-    const float *in;
-    size_t n = blk_proxy_dequeue_array_view(p, i, (const void **)&in, sizeof(float));
-    for (size_t j = 0; j < n && j < f->n; j++) {
-      float x;
-      memcpy(&x, in + j, sizeof x); /* the view may be unaligned */
-      f->v[j] += x;
-    }
+static double max_over_ranks(double x) {
+  double y = x;
+  MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return y;
+}
+
+/* ------------------------------------------------------------- the blocks */
+
+static int create_block(void **out, int gid, void *user) {
+  const bench *b = user;
+  block *bl = calloc(1, sizeof *bl);
+  if (bl) bl->v = malloc(b->n * sizeof *bl->v);
+  if (!bl || !bl->v) {
+    free(bl);
+    return BLK_ENOMEM;
   }
-  for (int i = 0; i < blk_proxy_out_count(p); i++)
-    if (blk_proxy_out_gid(p, i) != f->gid)
-      blk_proxy_enqueue_array(p, i, f->v, sizeof(float), f->n);
+  bl->gid = gid;
+  *out = bl;
   return 0;
 }
 
-static double result_error; /* of gid 0 against the serial sum, this rank */
+static void destroy_block(void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  block *bl = data;
+  free(bl->v);
+  free(bl);
+}
 
-static int check_root(void *b, blk_proxy *p, void *user) {
+static int save_block(blk_buffer *out, const void *data, int gid, void *user) {
+  (void)gid;
+  const bench *b = user;
+  const block *bl = data;
+  return blk_buffer_write(out, bl->v, b->n * sizeof *bl->v);
+}
+
+static int load_block(void *data, blk_buffer *in, int gid, void *user) {
+  (void)gid;
+  const bench *b = user;
+  block *bl = data;
+  int rc = blk_buffer_read(in, bl->v, b->n * sizeof *bl->v);
+  return rc ? rc : blk_buffer_remaining(in) ? BLK_ECORRUPT : 0;
+}
+
+static void *array_of(void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  return ((block *)data)->v;
+}
+
+static int init_block(void *data, blk_proxy *p, void *user) {
   (void)p;
-  const setup *s = user;
-  field *f = b;
-  if (f->gid != 0) return 0;
-  double worst = 0.0;
-  for (size_t i = 0; i < f->n; i += 997) {
-    double want = 0.0;
-    for (int g = 0; g < s->nblocks; g++) want += value(s, g, i);
-    double e = fabs((double)f->v[i] - want) / (1.0 + fabs(want));
-    if (e > worst) worst = e;
-  }
-  result_error = worst;
+  const bench *b = user;
+  block *bl = data;
+  for (size_t i = 0; i < b->n; i++) bl->v[i] = value(b, bl->gid, i);
   return 0;
 }
 
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+static int touch_block(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  block *bl = data;
+  bl->v[0] += 0.0f; /* the block must be in memory: that is the point */
+  return 0;
 }
 
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, compare_double);
-  return t[n / 2];
-}
-
-static blk_master *make(setup *s, int mem_blocks, int level, const char *dir, blk_assigner *a,
-                        int rank) {
+/* A master with mem_blocks in memory (0: in-core) and this rank's blocks,
+ * linked in a ring (g - 1 and g + 1 modulo nblocks, once each). */
+static blk_master *make_master(bench *b, int mem_blocks) {
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.user = s;
+  mc.threads = b->o.threads;
+  mc.create = create_block;
+  mc.destroy = destroy_block;
+  mc.save = save_block;
+  mc.load = load_block;
+  mc.user = b;
   mc.mem_blocks = mem_blocks;
-  mc.compression_level = level;
-  mc.shuffle = 4;
-  mc.spill_dir = dir;
+  mc.compression_level = b->o.level;
+  mc.shuffle = sizeof(float);
+  mc.spill_dir = b->o.spill_dir;
+  mc.spill_in_memory = b->o.spill_in_memory;
   blk_master *m = NULL;
-  if (blk_master_create(&m, MPI_COMM_WORLD, &mc)) {
-    fprintf(stderr, "ooc_bench: %s\n", blk_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  int gids[4096], n = blk_assigner_local_gids(a, rank, gids, 4096);
+  check_rc(b, blk_master_create(&m, MPI_COMM_WORLD, &mc), "blk_master_create");
+  int *gids = xcalloc((size_t)b->o.blocks, sizeof *gids);
+  int n = blk_assigner_local_gids(b->a, b->rank, gids, b->o.blocks);
   for (int i = 0; i < n; i++) {
-    void *b = NULL;
-    if (create(&b, gids[i], s) || blk_master_add(m, gids[i], b, NULL, 0)) {
-      fprintf(stderr, "ooc_bench: adding gid %d: %s\n", gids[i], blk_last_error());
-      MPI_Abort(MPI_COMM_WORLD, 1);
+    int g = gids[i], nb[2] = {(g + b->nblocks - 1) % b->nblocks, (g + 1) % b->nblocks};
+    blk_link links[2];
+    int nlinks = 0;
+    for (int s = 0; s < 2; s++) {
+      if (nb[s] == g || (s == 1 && nb[1] == nb[0])) continue;
+      memset(&links[nlinks], 0, sizeof links[nlinks]);
+      links[nlinks].gid = nb[s];
+      links[nlinks].rank = blk_assigner_rank(b->a, nb[s]);
+      nlinks++;
     }
+    void *bl = NULL;
+    check_rc(b, create_block(&bl, g, b), "create_block");
+    init_block(bl, NULL, b); /* what an eviction while adding writes is data */
+    check_rc(b, blk_master_add(m, g, bl, links, nlinks), "blk_master_add");
   }
-  blk_master_foreach(m, init, s);
+  free(gids);
   return m;
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  int rank, size, blocks = 16, reps = 5;
-  size_t floats = 262144;
-  const char *dir = NULL;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--floats")) floats = (size_t)atoll(argv[i + 1]);
-    else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--spill-dir")) dir = argv[i + 1];
+/* ------------------------------------------------------------- operations */
+
+/* A float sum with the algorithm blk picks (BLK_ARRAYS_INIT's type, op and
+ * algorithm). */
+static blk_arrays array_spec(const bench *b) {
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = b->n;
+  spec.k = b->o.k;
+  return spec;
+}
+
+/* The send phase copies (blk_proxy_enqueue_gid): under a budget a reference
+ * is copied anyway (blk/all_to_all.h), and in-core and out-of-core run the
+ * same program. */
+static int a2a_send(void *data, blk_proxy *p, void *user) {
+  const bench *b = user;
+  const block *bl = data;
+  if (!b->slice) return 0;
+  for (int d = 0; d < b->nblocks; d++) {
+    int rc = blk_proxy_enqueue_gid(p, d, bl->v + (size_t)d * b->slice, b->slice * sizeof(float));
+    if (rc) return rc;
   }
-  int nblocks = blocks * size;
-  blk_assigner *a;
-  blk_assigner_create_contiguous(&a, size, nblocks);
-  blk_partners *p;
-  blk_partners_create(&p, BLK_MERGE, 1, &nblocks, 2, 1);
-  if (rank == 0) {
-    printf("ooc_bench: %d ranks x %d blocks of %zu floats (%.1f MiB per block), median of %d\n\n",
-           size, blocks, floats, (double)floats * 4 / 1048576.0, reps);
-    printf("| data | ratio | spill MB/s | restore MB/s | reduce in-core | 1/4 in memory, zstd 1 + "
-           "shuffle | 1/4 in memory, uncompressed |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  return 0;
+}
+
+enum { BAD_SOURCE = -1001, BAD_SIZE = -1002, BAD_COUNT = -1003, WRONG = -1004 };
+
+/* Source s's slice lands at slice s; every block must hear from every block
+ * with exactly one slice (a callback error otherwise, which blk reports). */
+static int a2a_receive(void *data, blk_proxy *p, void *user) {
+  const bench *b = user;
+  block *bl = data;
+  int n = blk_proxy_in_count(p);
+  size_t bytes = b->slice * sizeof(float);
+  if (n != (b->slice ? b->nblocks : 0)) return BAD_COUNT;
+  for (int i = 0; i < n; i++) {
+    int src = blk_proxy_in_gid(p, i);
+    if (src < 0 || src >= b->nblocks) return BAD_SOURCE;
+    if (blk_proxy_incoming_remaining(p, i) != bytes) return BAD_SIZE;
+    blk_proxy_dequeue(p, i, bl->v + (size_t)src * b->slice, bytes);
   }
-  for (int random = 0; random <= 1; random++) {
-    setup s = {floats, random, nblocks};
-    /* Spill and restore: one block in memory, a foreach touches every block. */
-    double spill[64], restore[64], ratio = 0.0;
-    for (int r = 0; r < reps; r++) {
-      blk_master *m = make(&s, 1, 1, dir, a, rank);
-      blk_master_foreach(m, touch, NULL);
-      blk_master_stats st;
-      blk_master_stats_get(m, &st);
-      spill[r] = (double)st.bytes_raw_written / 1e6 / (st.seconds_compress + st.seconds_write);
-      restore[r] = (double)st.bytes_raw_read / 1e6 / (st.seconds_decompress + st.seconds_read);
-      ratio = (double)st.bytes_raw_written / (double)st.bytes_stored_written;
-      blk_master_destroy(m);
-    }
-    /* The reduction three ways. */
-    static const int levels[3] = {1, 1, BLK_COMPRESSION_NONE};
-    int budgets[3] = {0, blocks / 4 > 0 ? blocks / 4 : 1, blocks / 4 > 0 ? blocks / 4 : 1};
-    double t[3][64];
-    for (int way = 0; way < 3; way++)
-      for (int r = 0; r < reps; r++) {
-        blk_master *m = make(&s, budgets[way], levels[way], dir, a, rank);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        blk_reduce(m, a, p, merge, NULL);
-        double local = MPI_Wtime() - t0, worst;
-        MPI_Allreduce(&local, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        t[way][r] = worst;
-        result_error = 0.0;
-        blk_master_foreach(m, check_root, &s);
-        if (result_error > 1e-4) {
-          fprintf(stderr, "ooc_bench: wrong sum (relative error %g)\n", result_error);
-          MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        blk_master_destroy(m);
+  return 0;
+}
+
+/* Scales the array and sends both ends to every link (the same message to
+ * each neighbour, so a ring of 2 with one link works alike). */
+static int scale_and_send(void *data, blk_proxy *p, void *user) {
+  const bench *b = user;
+  block *bl = data;
+  for (size_t i = 0; i < b->n; i++) bl->v[i] *= SCALE;
+  int nlinks = blk_proxy_out_count(p);
+  for (int l = 0; l < nlinks; l++) {
+    int rc = blk_proxy_enqueue(p, l, bl->v, b->halo * sizeof(float));
+    if (!rc) rc = blk_proxy_enqueue(p, l, bl->v + b->n - b->halo, b->halo * sizeof(float));
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static void run_pattern(bench *b, blk_master *m) {
+  blk_arrays spec = array_spec(b);
+  int rc = 0;
+  switch (b->pattern) {
+    case MERGE:
+      rc = blk_arrays_reduce(m, b->a, &spec);
+      break;
+    case SWAP:
+      rc = blk_arrays_reduce_scatter(m, b->a, &spec);
+      break;
+    case ALL_REDUCE:
+      rc = blk_arrays_all_reduce(m, b->a, &spec);
+      break;
+    case ALL_TO_ALL:
+      rc = blk_all_to_all(m, b->a, b->o.k, 1, a2a_send, a2a_receive, b);
+      break;
+    case FOREACH_EXCHANGE:
+      rc = blk_master_foreach(m, scale_and_send, b);
+      if (!rc) rc = blk_master_exchange(m);
+      break;
+  }
+  check_rc(b, rc, pattern_names[b->pattern]);
+}
+
+/* ----------------------------------------------------------------- checks */
+
+/* What a check does besides the reference: nothing more (in-core, before
+ * the last repetition), keep the result (in-core, the last), or compare it
+ * with the kept one (out-of-core). */
+enum { REFERENCE_ONLY, KEEP, COMPARE };
+
+typedef struct check_ctx {
+  bench *b;
+  int mode;
+} check_ctx;
+
+/* Runs on pool threads: says what is wrong on stderr and fails the
+ * callback; the master's thread then stops the job. */
+static int wrong(const bench *b, int gid, const char *what, size_t i, double got, double want) {
+  fprintf(stderr,
+          "blk-ooc-bench (rank %d): WRONG RESULT: %s, gid %d, %s element %zu is %.9g, expected "
+          "%.9g\n",
+          b->rank, pattern_names[b->pattern], gid, what, i, got, want);
+  return WRONG;
+}
+
+static int near_sum(const bench *b, int gid, const float *v, size_t from, size_t to) {
+  for (size_t i = from; i < to; i++)
+    if (!(fabs((double)v[i] - b->sum[i]) <= b->tol[i]))
+      return wrong(b, gid, "(against the reference sum)", i, v[i], b->sum[i]);
+  return 0;
+}
+
+static int exactly(const bench *b, int gid, const char *what, size_t i, float got, float want) {
+  return memcmp(&got, &want, sizeof got) ? wrong(b, gid, what, i, got, want) : 0;
+}
+
+/* Every element against the reference, then (out-of-core) against the
+ * in-core result bit for bit; or, after the in-core run, keeps the result. */
+static int check_block(void *data, blk_proxy *p, void *user) {
+  const check_ctx *c = user;
+  const bench *b = c->b;
+  const block *bl = data;
+  int g = bl->gid, rc = 0;
+  switch (b->pattern) {
+    case MERGE: /* gid 0 holds the sum; the others' arrays are scratch */
+      if (g == 0) rc = near_sum(b, g, bl->v, 0, b->n);
+      break;
+    case SWAP:
+      rc = near_sum(b, g, bl->v, blk_arrays_piece_begin(b->n, b->nblocks, g),
+                    blk_arrays_piece_begin(b->n, b->nblocks, g + 1));
+      break;
+    case ALL_REDUCE:
+      rc = near_sum(b, g, bl->v, 0, b->n);
+      break;
+    case ALL_TO_ALL: {
+      size_t done = b->slice * (size_t)b->nblocks;
+      for (size_t i = 0; i < b->n && !rc; i++) {
+        float want = i < done ? value(b, (int)(i / b->slice), (size_t)g * b->slice + i % b->slice)
+                              : value(b, g, i);
+        rc = exactly(b, g, "(against the transpose)", i, bl->v[i], want);
       }
-    double in_core = median(t[0], reps), zstd = median(t[1], reps), raw = median(t[2], reps);
-    if (rank == 0)
-      printf("| %s float32 | %.2f | %.0f | %.0f | %.3f s | %.3f s (%.2fx) | %.3f s (%.2fx) |\n",
-             random ? "random" : "smooth", ratio, median(spill, reps), median(restore, reps),
-             in_core, zstd, zstd / in_core, raw, raw / in_core);
+      break;
+    }
+    case FOREACH_EXCHANGE: {
+      for (size_t i = 0; i < b->n && !rc; i++)
+        rc = exactly(b, g, "(against 1.5 x the start)", i, bl->v[i], SCALE * value(b, g, i));
+      for (int l = 0; l < blk_proxy_in_count(p) && !rc; l++) {
+        int from = blk_proxy_in_gid(p, l);
+        if (blk_proxy_incoming_remaining(p, l) != 2 * b->halo * sizeof(float))
+          return wrong(b, g, "halo size from a neighbour, at", 0,
+                       (double)blk_proxy_incoming_remaining(p, l),
+                       (double)(2 * b->halo * sizeof(float)));
+        const unsigned char *h = blk_proxy_dequeue_view(p, l, 2 * b->halo * sizeof(float));
+        for (size_t j = 0; j < 2 * b->halo && !rc; j++) {
+          size_t i = j < b->halo ? j : b->n - 2 * b->halo + j;
+          float got;
+          memcpy(&got, h + j * sizeof got, sizeof got); /* the view may be unaligned */
+          rc = exactly(b, g, "(halo from its neighbour)", i, got, SCALE * value(b, from, i));
+        }
+      }
+      int want_links = b->nblocks >= 3 ? 2 : b->nblocks - 1;
+      if (!rc && blk_proxy_in_count(p) != want_links)
+        rc = wrong(b, g, "number of halos, at", 0, blk_proxy_in_count(p), want_links);
+      break;
+    }
   }
+  if (rc) return rc;
+  float *kept = b->keep[g];
+  if (c->mode == KEEP) {
+    memcpy(kept, bl->v, b->n * sizeof *kept);
+  } else if (c->mode == COMPARE && memcmp(kept, bl->v, b->n * sizeof *kept)) {
+    for (size_t i = 0; i < b->n; i++)
+      if (memcmp(&kept[i], &bl->v[i], sizeof kept[i]))
+        return wrong(b, g, "(against in-core, bit for bit)", i, bl->v[i], kept[i]);
+  }
+  return 0;
+}
+
+static void check_result(bench *b, blk_master *m, int mode) {
+  check_ctx c = {b, mode};
+  int rc = blk_master_foreach(m, check_block, &c);
+  if (rc)
+    die(b, "%s: the check failed (see above): %s", pattern_names[b->pattern], blk_last_error());
+}
+
+/* The sums the reductions must give, and how far a float sum of nblocks
+ * terms may round from them: gamma(nblocks - 1) * sum |x| (the bound of any
+ * summation order), plus the double reference's own rounding. */
+static void reference_sums(bench *b) {
+  b->sum = xcalloc(b->n, sizeof *b->sum);
+  b->tol = xcalloc(b->n, sizeof *b->tol);
+  double *abs_sum = b->tol;
+  for (int g = 0; g < b->nblocks; g++)
+    for (size_t i = 0; i < b->n; i++) {
+      double x = value(b, g, i);
+      b->sum[i] += x;
+      abs_sum[i] += fabs(x);
+    }
+  double u = 0x1p-24, nu = (double)(b->nblocks - 1) * u;
+  double gamma = nu / (1.0 - nu) + (double)b->nblocks * 0x1p-52;
+  for (size_t i = 0; i < b->n; i++) b->tol[i] = gamma * abs_sum[i];
+}
+
+/* ----------------------------------------------------------------- timing */
+
+static double timed(bench *b, blk_master *m) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  run_pattern(b, m);
+  return max_over_ranks(MPI_Wtime() - t0);
+}
+
+/* Time per raw byte of each stage, from a pass with one block in memory. */
+typedef struct costs {
+  double encode, write, read, decode; /* seconds per raw byte */
+  double ratio;                       /* raw / stored */
+} costs;
+
+static costs measure_costs(bench *b) {
+  blk_master *m = make_master(b, 1);
+  double enc[MAX_REPS], wr[MAX_REPS], rd[MAX_REPS], dec[MAX_REPS], ratio = 0.0;
+  check_rc(b, blk_master_foreach(m, init_block, b), "foreach (init)");
+  for (int r = 0; r < b->o.reps; r++) {
+    blk_master_stats s0, s1;
+    blk_master_stats_get(m, &s0);
+    check_rc(b, blk_master_foreach(m, touch_block, NULL), "foreach (touch)");
+    blk_master_stats_get(m, &s1);
+    double out = (double)(s1.bytes_raw_written - s0.bytes_raw_written);
+    double in = (double)(s1.bytes_raw_read - s0.bytes_raw_read);
+    if (b->o.blocks > 1 && (out <= 0 || in <= 0))
+      die(b, "the spill pass moved nothing (%g bytes out, %g in)", out, in);
+    out = out > 0 ? out : 1;
+    in = in > 0 ? in : 1;
+    enc[r] = (s1.seconds_compress - s0.seconds_compress) / out;
+    wr[r] = (s1.seconds_write - s0.seconds_write) / out;
+    rd[r] = (s1.seconds_read - s0.seconds_read) / in;
+    dec[r] = (s1.seconds_decompress - s0.seconds_decompress) / in;
+    uint64_t stored = s1.bytes_stored_written - s0.bytes_stored_written;
+    ratio = stored ? (double)(s1.bytes_raw_written - s0.bytes_raw_written) / (double)stored : 0;
+  }
+  blk_master_destroy(m);
+  costs c = {max_over_ranks(median(enc, b->o.reps)), max_over_ranks(median(wr, b->o.reps)),
+             max_over_ranks(median(rd, b->o.reps)), max_over_ranks(median(dec, b->o.reps)), ratio};
+  return c;
+}
+
+/* The passes over every block the pattern cannot avoid (the header). */
+static int passes(const bench *b) {
+  if (b->nblocks < 2 || b->pattern == MERGE || b->pattern == FOREACH_EXCHANGE) return 1;
+  if (b->pattern == ALL_TO_ALL) return 2;
+  blk_arrays spec = array_spec(b);
+  if (b->pattern == ALL_REDUCE &&
+      blk_arrays_all_reduce_algorithm(b->a, &spec) != BLK_ARRAYS_BUTTERFLY)
+    return 2;
+  blk_partners *p = NULL;
+  check_rc(b, blk_partners_create(&p, BLK_SWAP, 1, &b->nblocks, b->o.k, 1), "partners");
+  int rounds = blk_partners_rounds(p);
   blk_partners_destroy(p);
-  blk_assigner_destroy(a);
+  return rounds >= 2 ? 2 : 1;
+}
+
+static const char *algorithm_name(const bench *b) {
+  blk_arrays spec = array_spec(b);
+  switch (blk_arrays_all_reduce_algorithm(b->a, &spec)) {
+    case BLK_ARRAYS_TREE:
+      return "TREE";
+    case BLK_ARRAYS_SPLIT:
+      return "SPLIT";
+    case BLK_ARRAYS_BUTTERFLY:
+      return "BUTTERFLY";
+    default:
+      return "?";
+  }
+}
+
+/* One pattern: in-core, then out-of-core at every fraction; one row each. */
+static void run_one(bench *b, blk_master *in_core, const costs *c) {
+  double t[MAX_REPS];
+  int R = b->o.reps, B = b->o.blocks;
+  for (int r = 0; r < R; r++) {
+    check_rc(b, blk_master_foreach(in_core, init_block, b), "foreach (init)");
+    t[r] = timed(b, in_core);
+    check_result(b, in_core, r == R - 1 ? KEEP : REFERENCE_ONLY);
+  }
+  double t_in = median(t, R);
+  double per_block = (double)b->n * sizeof(float);
+  double t_out_block = per_block * (c->encode + c->write);
+  double t_in_block = per_block * (c->read + c->decode);
+  for (int f = 0; f < b->o.nfractions; f++) {
+    int d = b->o.fractions[f], M = d ? B / d : 1;
+    if (M < 1) M = 1;
+    blk_master *m = make_master(b, M);
+    double loads[MAX_REPS], evictions[MAX_REPS], moved[MAX_REPS];
+    for (int r = 0; r < R; r++) {
+      check_rc(b, blk_master_foreach(m, init_block, b), "foreach (init)");
+      blk_master_stats s0, s1;
+      blk_master_stats_get(m, &s0);
+      t[r] = timed(b, m);
+      blk_master_stats_get(m, &s1);
+      loads[r] = (double)(s1.loads - s0.loads);
+      evictions[r] = (double)(s1.evictions - s0.evictions);
+      moved[r] = (double)(s1.bytes_raw_written - s0.bytes_raw_written) * (c->encode + c->write) +
+                 (double)(s1.bytes_raw_read - s0.bytes_raw_read) * (c->read + c->decode);
+      if (s1.blocks_in_memory_peak > M)
+        die(b, "budget broken: %d blocks in memory, budget %d", s1.blocks_in_memory_peak, M);
+      if (B > M && s1.loads == s0.loads)
+        die(b, "%s with %d of %d blocks in memory loaded nothing", pattern_names[b->pattern], M, B);
+      check_result(b, m, COMPARE);
+    }
+    blk_master_destroy(m);
+    double t_ooc = median(t, R);
+    int p = passes(b);
+    double floor = (double)p * (double)(B - M) * (t_out_block + t_in_block);
+    double nl = max_over_ranks(median(loads, R)), ne = max_over_ranks(median(evictions, R));
+    double mv = max_over_ranks(median(moved, R));
+    char frac[32];
+    if (d)
+      snprintf(frac, sizeof frac, "1/%d (%d)", d, M);
+    else
+      snprintf(frac, sizeof frac, "one (1)");
+    if (b->rank == 0) {
+      printf("| %s | %s | %.4f | %.4f | %.0f | %.0f | %d | %.4f | %.4f | %.2f | %.2f |\n",
+             pattern_names[b->pattern], frac, t_in, t_ooc, nl, ne, p, floor, mv, t_ooc / t_in,
+             t_ooc / (t_in + floor));
+      fflush(stdout);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- options */
+
+static int parse_size(const char *s, size_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s) return -1;
+  const char *units = "KMG";
+  const char *unit = *end ? strchr(units, *end) : NULL;
+  if (unit) v <<= 10 * (unit - units + 1);
+  if (unit ? end[1] != '\0' : *end != '\0') return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+static int parse_int(const char *s, int min, int max, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_fractions(options *o, const char *s) {
+  char item[32];
+  o->nfractions = 0;
+  while (*s) {
+    size_t len = strcspn(s, ",");
+    if (len == 0 || len >= sizeof item || o->nfractions == MAX_FRACTIONS) return -1;
+    memcpy(item, s, len);
+    item[len] = '\0';
+    s += len + (s[len] == ',');
+    int d = 0;
+    if (!strcmp(item, "one"))
+      d = 0;
+    else if (strncmp(item, "1/", 2) || parse_int(item + 2, 1, 1 << 20, &d))
+      return -1;
+    o->fractions[o->nfractions++] = d;
+  }
+  return o->nfractions ? 0 : -1;
+}
+
+static int parse_patterns(options *o, const char *s) {
+  char item[32];
+  memset(o->run, 0, sizeof o->run);
+  while (*s) {
+    size_t len = strcspn(s, ",");
+    if (len == 0 || len >= sizeof item) return -1;
+    memcpy(item, s, len);
+    item[len] = '\0';
+    s += len + (s[len] == ',');
+    int found = 0;
+    for (int p = 0; p < NPATTERNS; p++)
+      if (!strcmp(item, pattern_names[p]) || !strcmp(item, "all")) o->run[p] = found = 1;
+    if (!found) return -1;
+  }
+  return 0;
+}
+
+static int parse_level(const char *s, int *level) {
+  if (!strcmp(s, "none")) {
+    *level = BLK_COMPRESSION_NONE;
+    return 0;
+  }
+#ifdef BLK_COMPRESSION_AUTO
+  if (!strcmp(s, "auto")) {
+    *level = BLK_COMPRESSION_AUTO;
+    return 0;
+  }
+#endif
+  return parse_int(s, -131072, 22, level);
+}
+
+static int parse_data(options *o, const char *s) {
+  if (strcmp(s, "smooth") && strcmp(s, "random")) return -1;
+  o->random = !strcmp(s, "random");
+  return 0;
+}
+
+static const char *usage =
+    "usage: blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns "
+    "merge,swap,all_reduce,all_to_all,foreach_exchange]\n"
+    "         [--blocks B per rank] [--bytes per block, e.g. 1M] [--data smooth|random]\n"
+    "         [--compression N|none"
+#ifdef BLK_COMPRESSION_AUTO
+    "|auto"
+#endif
+    "] [--threads T] [--reps R] [--k K] [--spill-dir DIR] [--spill-in-memory]\n";
+
+static int parse_options(options *o, int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *opt = argv[i], *arg = i + 1 < argc ? argv[i + 1] : NULL;
+    int bad = 0;
+    if (!strcmp(opt, "--spill-in-memory")) {
+      o->spill_in_memory = 1;
+      continue;
+    }
+    if (!arg) return -1;
+    if (!strcmp(opt, "--fraction"))
+      bad = parse_fractions(o, arg);
+    else if (!strcmp(opt, "--patterns"))
+      bad = parse_patterns(o, arg);
+    else if (!strcmp(opt, "--blocks"))
+      bad = parse_int(arg, 1, 1 << 20, &o->blocks);
+    else if (!strcmp(opt, "--bytes"))
+      bad = parse_size(arg, &o->bytes) || o->bytes < sizeof(float);
+    else if (!strcmp(opt, "--data"))
+      bad = parse_data(o, arg);
+    else if (!strcmp(opt, "--compression"))
+      bad = parse_level(arg, &o->level);
+    else if (!strcmp(opt, "--threads"))
+      bad = parse_int(arg, 1, 1024, &o->threads);
+    else if (!strcmp(opt, "--reps"))
+      bad = parse_int(arg, 1, MAX_REPS, &o->reps);
+    else if (!strcmp(opt, "--k"))
+      bad = parse_int(arg, 2, 1 << 20, &o->k);
+    else if (!strcmp(opt, "--spill-dir"))
+      o->spill_dir = arg;
+    else
+      bad = -1;
+    if (bad) return -1;
+    i++;
+  }
+  return 0;
+}
+
+static const char *level_name(int level, char *buf, size_t size) {
+  if (level == BLK_COMPRESSION_NONE) return "none";
+#ifdef BLK_COMPRESSION_AUTO
+  if (level == BLK_COMPRESSION_AUTO) return "auto";
+#endif
+  snprintf(buf, size, "zstd %d + 4-byte shuffle", level ? level : 1);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  bench b;
+  memset(&b, 0, sizeof b);
+  options *o = &b.o;
+  *o = (options){.fractions = {2, 4, 8, 0},
+                 .nfractions = 4,
+                 .blocks = 64,
+                 .bytes = 1 << 20,
+                 .level = 1,
+                 .threads = 2,
+                 .reps = 5,
+                 .k = 2};
+  for (int p = 0; p < NPATTERNS; p++) o->run[p] = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &b.size);
+  if (parse_options(o, argc, argv)) {
+    if (b.rank == 0) fputs(usage, stderr);
+    MPI_Finalize();
+    return 2;
+  }
+  b.nblocks = o->blocks * b.size;
+  b.n = o->bytes / sizeof(float);
+  b.slice = b.n / (size_t)b.nblocks;
+  b.halo = b.n / 64 ? b.n / 64 : 1;
+  if (2 * b.halo > b.n) b.halo = b.n / 2;
+  b.wave = xcalloc(b.n, sizeof *b.wave);
+  for (size_t i = 0; i < b.n; i++)
+    b.wave[i] = (float)(sin(0.001 * (double)i) * cos(0.0003 * (double)i));
+  check_rc(&b, blk_assigner_create_contiguous(&b.a, b.size, b.nblocks), "assigner");
+  b.keep = xcalloc((size_t)b.nblocks, sizeof *b.keep);
+  int *gids = xcalloc((size_t)o->blocks, sizeof *gids);
+  int nlocal = blk_assigner_local_gids(b.a, b.rank, gids, o->blocks);
+  for (int i = 0; i < nlocal; i++) b.keep[gids[i]] = xcalloc(b.n, sizeof(float));
+  free(gids);
+  if (o->run[MERGE] || o->run[SWAP] || o->run[ALL_REDUCE]) reference_sums(&b);
+
+  costs c = measure_costs(&b);
+  char buf[64];
+  if (b.rank == 0) {
+    printf(
+        "blk-ooc-bench: %d ranks x %d blocks of %zu bytes (%s data), %s, threads %d, k %d, "
+        "spill %s; median of %d\n",
+        b.size, o->blocks, b.n * sizeof(float), o->random ? "random" : "smooth",
+        level_name(o->level, buf, sizeof buf), o->threads, o->k,
+        o->spill_in_memory ? "in memory"
+        : o->spill_dir     ? o->spill_dir
+                           : "$TMPDIR or /tmp",
+        o->reps);
+    printf(
+        "codec and storage (raw MB/s, one block in memory, slowest rank): encode %.0f, write "
+        "%.0f, read %.0f, decode %.0f; ratio %.2f; all_reduce runs %s\n\n",
+        1e-6 / c.encode, 1e-6 / c.write, 1e-6 / c.read, 1e-6 / c.decode, c.ratio,
+        algorithm_name(&b));
+    printf(
+        "| pattern | in memory (M) | in-core s | out-of-core s | loads | evictions | passes | "
+        "floor s | moved s | OOC/in-core | OOC/(in-core+floor) |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fflush(stdout);
+  }
+  blk_master *in_core = make_master(&b, 0);
+  for (int p = 0; p < NPATTERNS; p++) {
+    if (!o->run[p]) continue;
+    b.pattern = p;
+    run_one(&b, in_core, &c);
+  }
+  blk_master_destroy(in_core);
+  for (int g = 0; g < b.nblocks; g++) free(b.keep[g]);
+  free(b.keep);
+  free(b.sum);
+  free(b.tol);
+  free(b.wave);
+  blk_assigner_destroy(b.a);
   MPI_Finalize();
   return 0;
 }

@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
 
   setup s = {2, {96, 64, 1}};
   int nblocks = 12, threads = 2, steps = 20;
-  ex_ooc ooc = {0, NULL, 0};
+  ex_ooc ooc = {0, NULL, 0, 0};
   for (int i = 1; i < argc; i++) {
     int is_ooc = ex_ooc_parse(&ooc, argc, argv, &i); /* -1: a bad value: usage below */
     if (is_ooc > 0) {

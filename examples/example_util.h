@@ -19,7 +19,8 @@
  *  - ex_add_blocks: adds a rank's blocks as an assigner places them, for the
  *    examples that need no geometry (no decomposer, no links).
  *  - ex_ooc: the out-of-core options every example takes (--mem-blocks N,
- *    --spill-dir DIR, --spill-in-memory), put into a blk_master_config by
+ *    --spill-dir DIR, --spill-in-memory, --compression N|none), put into a
+ *    blk_master_config by
  *    ex_ooc_configure; ex_ooc_agree folds the budget checks into the
  *    example's verdict (no rank held more than N blocks in memory, a rank
  *    with more than N blocks really swapped, in-core nothing did) and
@@ -65,6 +66,7 @@ typedef struct ex_ooc {
   int mem_blocks;        /* --mem-blocks N: most blocks in memory per rank; 0: in-core */
   const char *spill_dir; /* --spill-dir DIR: where spill files go (NULL: $TMPDIR or /tmp) */
   int spill_in_memory;   /* --spill-in-memory: keep swapped-out blocks compressed in memory */
+  int compression;       /* --compression N|none: compression_level (0: blk's default) */
 } ex_ooc;
 
 /* The options every example takes. */
@@ -74,7 +76,7 @@ typedef struct ex_options {
   int contiguous; /* 1: partners adjacent first (default); 0 with --halving */
   int threads;    /* --threads T: callbacks run at once on each rank */
   uint64_t seed;  /* --seed S: the data's pseudo-random seed */
-  ex_ooc ooc;     /* --mem-blocks, --spill-dir, --spill-in-memory */
+  ex_ooc ooc;     /* --mem-blocks, --spill-dir, --spill-in-memory, --compression */
   int status;     /* after ex_parse returned 0: the exit status (0 for --help) */
 } ex_options;
 
@@ -114,7 +116,30 @@ static inline void ex_ooc_usage(void) {
           "  --mem-blocks N      out-of-core: at most N blocks in memory per rank (default 0:\n"
           "                      in-core, no limit); save and load swap the others\n"
           "  --spill-dir DIR     directory for the spill files (default $TMPDIR or /tmp)\n"
-          "  --spill-in-memory   keep swapped-out blocks compressed in memory, not in files\n");
+          "  --spill-in-memory   keep swapped-out blocks compressed in memory, not in files\n"
+          "  --compression L     zstd level of swapped-out blocks, or none (stored raw)"
+#ifdef BLK_COMPRESSION_AUTO
+          ",\n                      or auto (blk chooses)"
+#endif
+          " (default: blk's, 1)\n");
+}
+
+/* Reads a --compression value: a zstd level (blk checks its range at
+ * create), none or, where blk has it, auto. 0 on success. */
+static inline int ex_ooc_parse_compression(const char *s, int *level) {
+  long long v = 0;
+  if (!strcmp(s, "none")) {
+    *level = BLK_COMPRESSION_NONE;
+#ifdef BLK_COMPRESSION_AUTO
+  } else if (!strcmp(s, "auto")) {
+    *level = BLK_COMPRESSION_AUTO;
+#endif
+  } else if (!ex_parse_ll(s, INT_MIN + 1, INT_MAX, &v) && v != 0) {
+    *level = (int)v;
+  } else {
+    return -1;
+  }
+  return 0;
 }
 
 /* Reads argv[*i] if it is an out-of-core option (and its value, advancing
@@ -126,12 +151,15 @@ static inline int ex_ooc_parse(ex_ooc *o, int argc, char **argv, int *i) {
     o->spill_in_memory = 1;
     return 1;
   }
-  if (strcmp(opt, "--mem-blocks") && strcmp(opt, "--spill-dir")) return 0;
+  if (strcmp(opt, "--mem-blocks") && strcmp(opt, "--spill-dir") && strcmp(opt, "--compression"))
+    return 0;
   if (!arg) return -1;
   if (!strcmp(opt, "--mem-blocks")) {
     long long v = 0;
     if (ex_parse_ll(arg, 0, INT_MAX, &v)) return -1;
     o->mem_blocks = (int)v;
+  } else if (!strcmp(opt, "--compression")) {
+    if (ex_ooc_parse_compression(arg, &o->compression)) return -1;
   } else {
     o->spill_dir = arg;
   }
@@ -291,6 +319,7 @@ static inline void ex_ooc_configure(blk_master_config *mc, const ex_ooc *o) {
   mc->mem_blocks = o->mem_blocks;
   mc->spill_dir = o->spill_dir;
   mc->spill_in_memory = o->spill_in_memory;
+  mc->compression_level = o->compression;
 }
 
 /* A short text returned by value, so it can go straight into a printf. */

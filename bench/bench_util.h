@@ -1,0 +1,27 @@
+/*
+ * bench_util.h: what the MPI benches share. Header-only (static inline),
+ * not part of blk's API.
+ *
+ *  - bench_vstop: says what is wrong, naming the program and the rank, and
+ *    stops every rank with exit status 1 (a wrong result or a failed call
+ *    must fail the run, never print a figure). Only from the thread that
+ *    calls MPI, never from a callback on blk's pool.
+ */
+#ifndef BLK_BENCH_UTIL_H
+#define BLK_BENCH_UTIL_H
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline void bench_vstop(const char *program, int rank, const char *fmt, va_list ap) {
+  fprintf(stderr, "%s (rank %d): ", program, rank);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  exit(1); /* MPI_Abort should not return */
+}
+
+#endif
