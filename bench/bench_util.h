@@ -15,6 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#if defined(__GNUC__)
+static inline void bench_vstop(const char *program, int rank, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+#endif
+
 static inline void bench_vstop(const char *program, int rank, const char *fmt, va_list ap) {
   fprintf(stderr, "%s (rank %d): ", program, rank);
   vfprintf(stderr, fmt, ap);

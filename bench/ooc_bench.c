@@ -67,7 +67,7 @@
  * (median over repetitions, the largest rank).
  *
  *   mpiexec -n 1 blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns LIST]
- *       [--blocks 64] [--bytes 1M] [--data smooth|random] [--compression 1|none|auto]
+ *       [--blocks 64] [--bytes 512K] [--data smooth|random] [--compression 1|none|auto]
  *       [--threads 2] [--reps 5] [--k 2] [--spill-dir DIR] [--spill-in-memory]
  *
  * B is per rank (the issue's array case: --blocks 64 --bytes 4M).
@@ -694,7 +694,7 @@ static int parse_data(options *o, const char *s) {
 static const char *usage =
     "usage: blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns "
     "merge,swap,all_reduce,all_to_all,foreach_exchange]\n"
-    "         [--blocks B per rank] [--bytes per block, e.g. 1M] [--data smooth|random]\n"
+    "         [--blocks B per rank] [--bytes per block, default 512K] [--data smooth|random]\n"
     "         [--compression N|none"
 #ifdef BLK_COMPRESSION_AUTO
     "|auto"
@@ -756,7 +756,7 @@ int main(int argc, char **argv) {
   *o = (options){.fractions = {2, 4, 8, 0},
                  .nfractions = 4,
                  .blocks = 64,
-                 .bytes = 1 << 20,
+                 .bytes = 512 << 10,
                  .level = 1,
                  .threads = 2,
                  .reps = 5,
