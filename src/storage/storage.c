@@ -69,9 +69,9 @@
  * keeps the frame only when it is RATIO_MIN times smaller than the raw
  * bytes, and tells the storage what it learnt (learn_put: the gid's hint,
  * the codec's speed, the kind's ratio). Every pwrite and pread measures the
- * device in seconds per stored byte; every decode of a frame measures the
- * decoder. The figures are decayed sums, so they follow a change of data or
- * device within tens of records.
+ * device (auto uses the seconds per stored byte beyond each call's fixed
+ * cost: rate_slope); every decode of a frame measures the decoder. The figures are decayed sums, so
+ * they follow a change of data or device within tens of records.
  *
  * Locking: one mutex, s->lock, guards the free extents, `live`, the memory
  * mode list, the spare workers, the hints, the kinds, the measured figures
@@ -195,8 +195,10 @@ typedef struct hint {
 #define DECAY_RATE 0.9
 #define DECAY_RATIO 0.75
 
+/* Samples of (bytes, seconds), as decayed sums: their count, the bytes,
+ * the seconds, bytes squared and bytes times seconds. */
 typedef struct rate {
-  double sec, bytes; /* decayed sums: seconds per byte is sec / bytes */
+  double n, x, y, xx, xy;
 } rate;
 
 typedef struct kind_model {
@@ -640,13 +642,33 @@ static void worker_trim(worker *w) {
 /* --- when compression pays --- */
 
 static void rate_add(rate *r, double sec, double bytes) {
-  r->sec = r->sec * DECAY_RATE + sec;
-  r->bytes = r->bytes * DECAY_RATE + bytes;
+  r->n = r->n * DECAY_RATE + 1;
+  r->x = r->x * DECAY_RATE + bytes;
+  r->y = r->y * DECAY_RATE + sec;
+  r->xx = r->xx * DECAY_RATE + bytes * bytes;
+  r->xy = r->xy * DECAY_RATE + bytes * sec;
 }
 
 /* Seconds per byte, or -1 before any sample. */
 static double rate_get(const rate *r) {
-  return r->bytes > 0 ? r->sec / r->bytes : -1.0;
+  return r->x > 0 ? r->y / r->x : -1.0;
+}
+
+/* The device's seconds per byte beyond its fixed cost per call: the slope
+ * of the least-squares line through the samples, within [0, rate_get].
+ * A call's fixed cost (a system call, a few microseconds) is paid as much
+ * by a raw record as by a compressed one, so only the slope weighs in the
+ * choice; seconds over bytes would charge it to the bytes and make a small
+ * (compressed) record's device look slow. Samples too alike in size to
+ * tell the two apart give seconds over bytes; -1 before any sample. */
+static double rate_slope(const rate *r) {
+  double avg = rate_get(r);
+  if (avg < 0) return avg;
+  double mx = r->x / r->n, my = r->y / r->n;
+  double var = r->xx / r->n - mx * mx;
+  if (var <= 0.01 * mx * mx) return avg;
+  double b = (r->xy / r->n - mx * my) / var;
+  return b < 0 ? 0 : b < avg ? b : avg;
 }
 
 static hint *hint_of(blk__storage *s, int gid, int kind) {
@@ -671,8 +693,8 @@ static kind_model *kind_of(blk__storage *s, int kind) {
  * measured yet as the write speed. */
 static double cost_over_saving(const blk__storage *s, const kind_model *k) {
   double e = rate_get(&s->enc), d = rate_get(&s->dec);
-  double w = s->test_wr >= 0 ? s->test_wr : rate_get(&s->wr);
-  double r = s->test_rd >= 0 ? s->test_rd : rate_get(&s->rd);
+  double w = s->test_wr >= 0 ? s->test_wr : rate_slope(&s->wr);
+  double r = s->test_rd >= 0 ? s->test_rd : rate_slope(&s->rd);
   if (k->raw <= 0 || e < 0 || w < 0) return 0;
   if (d < 0) d = e / 2;
   if (r < 0) r = w;
@@ -989,7 +1011,7 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   unsigned char hbuf[HEADER_SIZE];
   const unsigned char *h = hbuf, *enc = NULL;
   size_t got = 0;
-  double sec_read = 0, sec_decode = 0;
+  double sec_head = 0, sec_read = 0, sec_decode = 0;
   uint32_t format = 0;
   worker *w = NULL;
 
@@ -1026,7 +1048,7 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
     if (rec->offset < 0) CORRUPT("not a record in a file");
     double t0 = now_s();
     e = read_all(s->fd, hbuf, HEADER_SIZE, want_off, &got);
-    sec_read += now_s() - t0;
+    sec_head = now_s() - t0;
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading the header of gid %d from %s (offset %lld): %s",
                      gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -1106,13 +1128,17 @@ done:
   if (rc) blk_buffer_clear(out);
   if (w) worker_trim(w);
   blk__mutex_lock(s->lock);
-  s->stats.seconds_read += sec_read;
+  s->stats.seconds_read += sec_head + sec_read;
   s->stats.seconds_decompress += sec_decode;
   if (!rc) {
     s->stats.records_read++;
     s->stats.bytes_raw_read += rec->raw;
     s->stats.bytes_stored_read += rec->stored;
-    if (!memory) rate_add(&s->rd, sec_read, (double)rec->stored);
+    if (!memory) {
+      /* Two samples, the header and the rest, so the fit sees two sizes. */
+      rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
+      rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
+    }
     if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD)
       rate_add(&s->dec, sec_decode, (double)rec->raw);
   }
