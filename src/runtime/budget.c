@@ -26,7 +26,6 @@
 #include "base/alloc.h"
 #include "base/fail.h"
 #include "base/logger.h"
-#include "storage/codec.h"
 
 int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *set, int rank) {
   memset(b, 0, sizeof *b);
@@ -54,10 +53,7 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
     dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
   }
-  /* 0 (a config not from BLK_MASTER_CONFIG_INIT) means the default; the
-   * public BLK_COMPRESSION_NONE is the codec's store-only level. */
-  int level = set->compression_level == 0 ? BLK__CODEC_DEFAULT_LEVEL : set->compression_level;
-  int rc = blk__storage_create(&b->storage, dir, rank, level);
+  int rc = blk__storage_create(&b->storage, dir, rank, set->compression_level);
   if (!rc) rc = blk__io_create(&b->io, b->storage, set->context);
   return rc;
 }

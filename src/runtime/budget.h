@@ -54,7 +54,7 @@ typedef struct blk__budget_settings {
   size_t shuffle;           /* byte-shuffle element size, 0 = none */
   const char *spill_dir;    /* NULL: $TMPDIR or /tmp */
   int spill_in_memory;
-  int compression_level; /* 0: the codec's default */
+  int compression_level; /* the storage's level (the master maps 0 to auto) */
   const blk__context *context; /* the I/O thread's */
 } blk__budget_settings;
 
