@@ -154,7 +154,15 @@ static void test_threads(const char *dir, int level) {
   CHECK(st.bytes_raw_poor_ratio <= rw);
   CHECK(st.records_compressed > 0);     /* text and smooth floats compress */
   CHECK(st.records_raw_poor_ratio > 0); /* random bytes do not */
-  CHECK(st.bytes_stored_written < st.bytes_raw_written);
+  /* Each record carries a 64-byte header, so space is saved only where the
+   * storage compresses what pays: always at level 1 and in memory. Auto with
+   * a file may measure the device faster than the codec (under a sanitizer
+   * the codec is slow) and store nearly everything raw. */
+  if (level != BLK__STORAGE_AUTO || !dir) {
+    CHECK(st.bytes_stored_written < st.bytes_raw_written);
+  } else {
+    CHECK(st.bytes_stored_written <= st.bytes_raw_written + 64 * puts);
+  }
   /* Live records and free space make up the file (extents round up to 64
    * bytes); in memory the live records are the whole of it. */
   if (dir) {
