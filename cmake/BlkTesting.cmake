@@ -22,7 +22,9 @@ function(blk_add_unit_test name)
   add_test(NAME ${name} COMMAND ${name})
   # The MPI tests' time-out: test_partners_invariants took over 60 s
   # under ThreadSanitizer while other work loaded the 2-core machine.
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${BLK_TEST_TIMEOUT} LABELS "unit" SKIP_RETURN_CODE 77)
+  # threads1: it starts no thread (tests/CMakeLists.txt relabels those that do).
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${BLK_TEST_TIMEOUT} LABELS "unit;threads1"
+                       SKIP_RETURN_CODE 77)
 endfunction()
 
 function(blk_add_mpi_test name)

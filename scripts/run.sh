@@ -68,11 +68,12 @@ run_tests() {
   # blk's to find there but the out-of-core I/O thread's, whose code the
   # threads2 out-of-core tests and spill_failures run as well (the plain and
   # ASan runs have them all), so ThreadSanitizer, the slowest run, takes
-  # every test that may run callbacks on two threads.
+  # every test that may run callbacks on two threads (but those labelled
+  # tsan_covered, whose threaded paths other tests take).
   echo "== ThreadSanitizer: every test that may start threads"
   configure_build "$root/tsan" -DBLK_SANITIZE=thread -DBLK_BUILD_BENCH=OFF
   UCX_MEM_EVENTS=no TSAN_OPTIONS=halt_on_error=1:suppressions=$here/tests/tsan.supp \
-    ctest --test-dir "$root/tsan" --output-on-failure -j 2 -LE "large|threads1"
+    ctest --test-dir "$root/tsan" --output-on-failure -j 2 -LE "large|threads1|tsan_covered"
   echo "run.sh: all suites passed in $((SECONDS - started)) s"
 }
 
