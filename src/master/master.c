@@ -212,7 +212,7 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     int level = cfg->compression_level == 0 ? BLK_COMPRESSION_AUTO : cfg->compression_level;
     blk__budget_settings set = {cfg->mem_blocks,      cfg->mem_bytes,       cfg->queue_spill_bytes,
                                 cfg->shuffle,         cfg->spill_dir,       cfg->spill_in_memory,
-                                level,                &m->context};
+                                level,                cfg->threads,         &m->context};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }
   int rc = blk__op_agree_once(comm, &f, "master: create");

@@ -54,7 +54,7 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
     if (!dir || !*dir) dir = "/tmp";
   }
   int rc = blk__storage_create(&b->storage, dir, rank, set->compression_level);
-  if (!rc) rc = blk__io_create(&b->io, b->storage, set->context);
+  if (!rc) rc = blk__io_create(&b->io, b->storage, set->io_threads, set->context);
   return rc;
 }
 
@@ -269,7 +269,7 @@ static int make_room(blk__budget *b, int lid, size_t extra, const unsigned char 
 }
 
 /* lid's saved bytes, in *saved: taken from memory when they are there (a
- * write under way is copied: its bytes are the I/O thread's), else read
+ * write under way is copied: its bytes are the I/O threads'), else read
  * and decoded here. A read ahead under way is waited for. */
 static int saved_bytes(blk__budget *b, blk__block *blk, blk_buffer *saved) {
   while (blk->job && blk->job->op == BLK__IO_GET) take_jobs(b, 1);

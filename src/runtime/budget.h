@@ -7,7 +7,7 @@
  * when the running operation says (future, below), else the least
  * recently used. The victim is saved with the user's save callback and
  * destroyed; its bytes are encoded, checksummed and written behind, on the
- * I/O thread (spill_io.h), while the driver goes on. Loads ahead of use
+ * I/O threads (spill_io.h), while the driver goes on. Loads ahead of use
  * (prefetch) are read and decoded there too; the user's create and load
  * then only copy the bytes in. A block's exchange queues of at least
  * cfg.queue_spill_bytes go out with it and come back with it. Without a
@@ -34,7 +34,7 @@
 #include "storage/storage.h"
 
 /* Writes under way at once, and blocks read ahead at once: each holds one
- * block's saved bytes. Two keep the I/O thread busy while the driver hands
+ * block's saved bytes. Two keep an I/O thread busy while the driver hands
  * it the next one. */
 #define BLK__BUDGET_BEHIND 2
 #define BLK__BUDGET_AHEAD 2
@@ -55,7 +55,8 @@ typedef struct blk__budget_settings {
   const char *spill_dir;    /* NULL: $TMPDIR or /tmp */
   int spill_in_memory;
   int compression_level; /* the storage's level (the master maps 0 to auto) */
-  const blk__context *context; /* the I/O thread's */
+  int io_threads;        /* the codec and I/O threads (spill_io.h) */
+  const blk__context *context; /* the I/O threads' */
 } blk__budget_settings;
 
 typedef struct blk__budget {
@@ -65,7 +66,7 @@ typedef struct blk__budget {
   size_t queue_bytes; /* queues at least this large are spilled */
   size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
   blk__storage *storage;
-  blk__io *io;  /* the codec and I/O thread (with storage) */
+  blk__io *io;  /* the codec and I/O threads (with storage) */
   int behind;   /* writes under way */
   int ahead;    /* blocks read ahead: being read, or held */
   /* Set by the operation running, NULL between operations:

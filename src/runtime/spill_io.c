@@ -1,12 +1,12 @@
 /*
- * spill_io.c: the codec and I/O thread of an out-of-core master; see
+ * spill_io.c: the codec and I/O threads of an out-of-core master; see
  * spill_io.h.
  *
  * Invariants: todo and finished are singly linked FIFO lists under lock;
- * a job is in exactly one of: todo, the thread's hands, finished, or the
+ * a job is in exactly one of: todo, a thread's hands, finished, or the
  * driver's. pending (driver only) counts jobs submitted and not taken
- * back. stopping is set once, by destroy, after which the thread drains
- * todo and returns.
+ * back. stopping is set once, by destroy, after which the threads drain
+ * todo and return.
  */
 #include "runtime/spill_io.h"
 
@@ -21,7 +21,8 @@
 struct blk__io {
   blk__storage *storage;
   const blk__context *context;
-  blk__thread *thread;
+  blk__thread *threads[BLK__IO_MAX_THREADS];
+  int nthreads; /* started */
   blk__mutex *lock;
   blk__cond *work; /* todo became non-empty, or stopping */
   blk__cond *done; /* finished became non-empty */
@@ -83,21 +84,43 @@ static void thread_main(void *arg) {
   blk__mutex_unlock(io->lock);
 }
 
-int blk__io_create(blk__io **out, blk__storage *s, const blk__context *context) {
+/* Stops the threads started (they drain todo first) and joins them. */
+static void join_all(blk__io *io) {
+  blk__mutex_lock(io->lock);
+  io->stopping = 1;
+  blk__cond_broadcast(io->work);
+  blk__mutex_unlock(io->lock);
+  for (int i = 0; i < io->nthreads; i++) blk__thread_join(io->threads[i]);
+  io->nthreads = 0;
+}
+
+static void free_io(blk__io *io) {
+  blk__cond_destroy(io->done);
+  blk__cond_destroy(io->work);
+  blk__mutex_destroy(io->lock);
+  free(io);
+}
+
+int blk__io_create(blk__io **out, blk__storage *s, int nthreads, const blk__context *context) {
   *out = NULL;
+  if (nthreads < 1) nthreads = 1;
+  if (nthreads > BLK__IO_MAX_THREADS) nthreads = BLK__IO_MAX_THREADS;
   blk__io *io = blk__calloc(1, sizeof *io);
-  if (!io) return blk__fail(BLK_ENOMEM, "out-of-core: no memory for the I/O thread");
+  if (!io) return blk__fail(BLK_ENOMEM, "out-of-core: no memory for the I/O threads");
   io->storage = s;
   io->context = context;
   int rc = blk__mutex_create(&io->lock);
   if (!rc) rc = blk__cond_create(&io->work);
   if (!rc) rc = blk__cond_create(&io->done);
-  if (!rc) rc = blk__thread_start(&io->thread, thread_main, io);
   if (rc) {
-    blk__cond_destroy(io->done);
-    blk__cond_destroy(io->work);
-    blk__mutex_destroy(io->lock);
-    free(io);
+    free_io(io);
+    return rc;
+  }
+  for (; io->nthreads < nthreads && !rc; io->nthreads += !rc)
+    rc = blk__thread_start(&io->threads[io->nthreads], thread_main, io);
+  if (rc) {
+    join_all(io);
+    free_io(io);
     return rc;
   }
   *out = io;
@@ -112,17 +135,10 @@ static void free_job(blk__io *io, blk__io_job *job) {
 
 void blk__io_destroy(blk__io *io) {
   if (!io) return;
-  blk__mutex_lock(io->lock);
-  io->stopping = 1;
-  blk__cond_signal(io->work);
-  blk__mutex_unlock(io->lock);
-  blk__thread_join(io->thread);
+  join_all(io);
   blk__io_job *job;
   while ((job = take(&io->finished, &io->finished_tail))) free_job(io, job);
-  blk__cond_destroy(io->done);
-  blk__cond_destroy(io->work);
-  blk__mutex_destroy(io->lock);
-  free(io);
+  free_io(io);
 }
 
 void blk__io_submit(blk__io *io, blk__io_job *job) {
