@@ -32,6 +32,7 @@
  * block needs was sent to it, so nothing is left to wait for) and the
  * closing agreement (alpha log p) is done.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,7 @@ typedef struct rstate {
   int nskip;
   int abort_seen;
   blk__sched sched;
+  struct reduce_keep *keep; /* the plan (make_plan) */
 } rstate;
 
 /* Reallocates an array from old to ncap elements, zeroing the new ones. */
@@ -450,13 +452,14 @@ typedef struct reduce_keep {
   void **args;
   int *skip;
   int cap;
-  /* depth_order's answer for the last partners and block count (sorting
-   * it anew costs a tiny reduction a microsecond). Any order of the lids
-   * is correct, so a stale one (other partners at a freed one's address)
-   * costs at most speed. */
-  int *order;
+  /* make_plan's answer for the last partners, block count and room
+   * (making it anew costs a tiny reduction a microsecond): the start
+   * order, and per phase (nphases) each lid's place in the phase's order;
+   * phase[c]: the phase of callback round c. */
+  int *order, *place, *phase;
+  int nphases;
   const blk_partners *order_of;
-  int order_n;
+  int order_n, order_room;
 } reduce_keep;
 
 static void keep_free(void *mem);
@@ -534,6 +537,8 @@ static void keep_free(void *mem) {
   free(k->args);
   free(k->skip);
   free(k->order);
+  free(k->place);
+  free(k->phase);
   free(k);
 }
 
@@ -591,8 +596,7 @@ static void drive(rstate *s) {
   }
 }
 
-/* The local lids in the order to start them (NULL: lid order, when the
- * partners have no round positions or there is no memory): sorted by the
+/* The order of the blocks. In memory (one phase, below): sorted by the
  * number whose digits are a block's positions in rounds 0, 1, ... (round 0
  * the lowest digit), so the members of each round-0 group come together,
  * then those of each group of round 1, and so on. With the scheduler's
@@ -600,7 +604,23 @@ static void drive(rstate *s) {
  * through the rounds in small groups, whose messages are still in the
  * cache when their receivers run, instead of every block finishing a round
  * before any starts the next: a swap over 512 blocks of 640 KB moves 320 MB
- * a round, ten times the cache. */
+ * a round, ten times the cache.
+ *
+ * Out of core, with room for M blocks, that order would load a block again
+ * for each round beyond the first group's: a swap of 64 blocks with 8 in
+ * memory ran each group of 8 through its rounds, then chased each block
+ * that became ready in a later round into memory and out again (211 loads,
+ * where two passes need 112). So the rounds are cut into phases, each as
+ * many rounds as keep the blocks that meet in them (a group) within M, and
+ * a phase that starts at round a orders the blocks by their digits of
+ * rounds a, a+1, ..., then the earlier ones: its groups come one at a time.
+ * A block is needed in the order (its phase, its place in the phase's
+ * order); the scheduler loads the ready block needed soonest and the
+ * budget evicts the one needed last, so every group is loaded once per
+ * phase, as an out-of-core FFT's passes are.
+ *
+ * Any order is correct; a stale one (other partners at a freed one's
+ * address) costs at most speed. */
 typedef struct keyed {
   uint64_t key;
   int lid;
@@ -612,43 +632,127 @@ static int by_key(const void *a, const void *b) {
   return x->lid - y->lid;
 }
 
-static const int *depth_order(const rstate *s, reduce_keep *keep) {
-  int n = s->nblocks;
-  if (n < 2) return NULL;
-  if (keep->order && keep->order_of == s->p && keep->order_n == n) return keep->order;
-  keep->order_of = NULL;
-  int *order = blk__realloc(keep->order, (size_t)n * sizeof *order);
-  if (!order) return NULL;
-  keep->order = order;
-  keyed *k = blk__malloc((size_t)n * sizeof *k);
-  if (!k) return NULL;
-  for (int i = 0; i < n; i++) {
-    uint64_t key = 0, mult = 1;
-    for (int r = 0; r < s->rounds && mult < (UINT64_MAX >> 16); r++) {
-      int pos = blk_partners_round_position(s->p, r, s->rb[i].gid);
-      int radix = blk_partners_round_radix(s->p, r);
-      if (pos < 0 || radix <= 0 || radix > 0xffff) break;
-      key += (uint64_t)pos * mult;
-      mult *= (uint64_t)radix;
-    }
-    k[i] = (keyed){key, i};
+/* A block's key in the order that starts at round `first` (see above); the
+ * rounds in [skip_from, skip_to) are left out (phase_size's groups). A
+ * round the block sits out counts as position 0. */
+static uint64_t order_key(const rstate *s, int lid, int first, int skip_from, int skip_to) {
+  uint64_t key = 0, mult = 1;
+  for (int i = 0; i < s->rounds && mult < (UINT64_MAX >> 16); i++) {
+    int r = (first + i) % s->rounds;
+    if (r >= skip_from && r < skip_to) continue;
+    int pos = blk_partners_round_position(s->p, r, s->rb[lid].gid);
+    int radix = blk_partners_round_radix(s->p, r);
+    if (radix <= 0 || radix > 0xffff) break;
+    if (pos > 0) key += (uint64_t)pos * mult;
+    mult *= (uint64_t)radix;
   }
-  qsort(k, (size_t)n, sizeof *k, by_key);
-  for (int i = 0; i < n; i++) order[i] = k[i].lid;
-  free(k);
-  keep->order_of = s->p;
-  keep->order_n = n;
-  return order;
+  return key;
 }
 
-/* When lid's block is needed next, for the budget (schedule.h): a block
- * that is done is not needed again; one waiting in a later round sooner,
- * since the latest round runs first (depth_first). */
+/* Sorts the local lids by order_key into order (k: scratch of n). */
+static void sort_lids(const rstate *s, keyed *k, int *order, int first, int skip_from,
+                      int skip_to) {
+  int n = s->nblocks;
+  for (int i = 0; i < n; i++) k[i] = (keyed){order_key(s, i, first, skip_from, skip_to), i};
+  qsort(k, (size_t)n, sizeof *k, by_key);
+  for (int i = 0; i < n; i++) order[i] = k[i].lid;
+}
+
+/* The most local blocks that meet in rounds [a, b): those whose positions
+ * in every other round are the same. */
+static int group_size(const rstate *s, keyed *k, int *scratch, int a, int b) {
+  sort_lids(s, k, scratch, 0, a, b);
+  int most = 1, run = 1;
+  for (int i = 1; i < s->nblocks; i++) {
+    run = k[i].key == k[i - 1].key ? run + 1 : 1;
+    if (run > most) most = run;
+  }
+  return most;
+}
+
+/* The blocks the budget keeps in memory (INT_MAX: no limit). With a byte
+ * limit only, as many as fit at the blocks' size now. */
+static int room_in_blocks(const blk__budget *b) {
+  if (!blk__budget_active(b)) return INT_MAX;
+  int room = b->max_blocks > 0 ? b->max_blocks : INT_MAX;
+  if (b->max_bytes > 0 && b->resident > 0) {
+    size_t per = b->resident_bytes / (size_t)b->resident;
+    size_t fit = per ? b->max_bytes / per : (size_t)INT_MAX;
+    if (fit < (size_t)room) room = fit < 1 ? 1 : (int)fit;
+  }
+  return room;
+}
+
+/* Fills keep's plan for s (see above): the phases, the start order (phase
+ * 0's) and each phase's place of every lid. Without memory it leaves no
+ * plan: lid order, and the rounds as the only measure of need. */
+static void make_plan(const rstate *s, reduce_keep *keep, int room) {
+  int n = s->nblocks, R = s->rounds;
+  if (keep->order && keep->order_of == s->p && keep->order_n == n && keep->order_room == room)
+    return;
+  keep->order_of = NULL;
+  free(keep->order);
+  free(keep->place);
+  free(keep->phase);
+  keep->order = keep->place = keep->phase = NULL;
+  keep->nphases = 0;
+  if (n < 2) return;
+  keyed *k = blk__malloc((size_t)n * sizeof *k);
+  int *phase = blk__malloc((size_t)(R + 1) * sizeof *phase);
+  int *scratch = blk__malloc((size_t)n * sizeof *scratch);
+  int *first = blk__malloc((size_t)(R + 1) * sizeof *first);
+  int nph = 1;
+  if (k && phase && scratch && first) {
+    /* Callback round c reads what round c-1 sent: it belongs to that
+     * round's phase (round 0 to the first). */
+    first[0] = 0;
+    phase[0] = 0;
+    for (int r = 0, a = 0; r < R; r++) {
+      if (room < n && r > a && group_size(s, k, scratch, a, r + 1) > room) {
+        a = r;
+        first[nph++] = r;
+      }
+      phase[r + 1] = nph - 1;
+    }
+  }
+  int *order = blk__malloc((size_t)n * sizeof *order);
+  int *place = blk__malloc((size_t)nph * (size_t)n * sizeof *place);
+  if (k && phase && scratch && first && order && place) {
+    for (int f = 0; f < nph; f++) {
+      sort_lids(s, k, f == 0 ? order : scratch, first[f], -1, -1);
+      const int *o = f == 0 ? order : scratch;
+      for (int i = 0; i < n; i++) place[(size_t)f * (size_t)n + (size_t)o[i]] = i;
+    }
+    keep->order = order;
+    keep->place = place;
+    keep->phase = phase;
+    keep->nphases = nph;
+    keep->order_of = s->p;
+    keep->order_n = n;
+    keep->order_room = room;
+    order = place = phase = NULL;
+  }
+  free(k);
+  free(phase);
+  free(scratch);
+  free(first);
+  free(order);
+  free(place);
+}
+
+/* When lid's block is needed next, for the budget and the scheduler
+ * (schedule.h): a block that is done is not needed again; the others in
+ * the plan's order (its phase, then its place in it), or, without a plan,
+ * one waiting in a later round sooner, since the latest round runs first
+ * (depth_first). */
 static uint64_t needed_next(void *ctx, int lid) {
   const rstate *s = ctx;
   const rblock *b = &s->rb[lid];
   if (b->round > s->rounds) return UINT64_MAX;
-  return 1 + (uint64_t)(s->rounds - b->round);
+  const reduce_keep *k = s->keep;
+  if (!k->place) return 1 + (uint64_t)(s->rounds - b->round);
+  int f = k->phase[b->round];
+  return (uint64_t)f * (uint64_t)s->nblocks + (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
 }
 
 static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
@@ -685,7 +789,9 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
   if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */
   s.sched.depth_first = 1;
-  const int *order = depth_order(&s, keep_of(m));
+  s.keep = keep_of(m);
+  make_plan(&s, s.keep, room_in_blocks(&m->budget));
+  const int *order = s.keep->order;
   for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[order ? order[i] : i], 0);
   drive(&s);
   rc = blk__op_end(s.o, NULL);

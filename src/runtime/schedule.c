@@ -277,17 +277,35 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
   s->done[s->ndone++] = lid;
 }
 
+/* The index in ready of the block to load when none is in memory: the one
+ * the operation needs soonest (its future; a reduction knows the order
+ * that loads each block the fewest times), else the first; skipping the
+ * first `nskip` lids in skip (read_ahead's picks so far). -1: none. */
+static int pick_out(const blk__sched *s, const int *skip, int nskip) {
+  int best = -1;
+  uint64_t best_when = UINT64_MAX;
+  for (int i = 0; i < s->nready; i++) {
+    int lid = s->ready[i], taken = 0;
+    for (int j = 0; j < nskip; j++) taken |= skip[j] == lid;
+    if (taken || in_memory(s, lid)) continue;
+    if (!s->future) return i;
+    uint64_t when = s->future(s->future_ctx, lid);
+    if (best < 0 || when < best_when) best = i, best_when = when;
+  }
+  return best;
+}
+
 /* The index in ready of the next block to run: the first in memory (else
- * the first); depth_first, one in memory of the latest round. Blocks join
- * ready as their rounds come, so that one is looked for from the end, where
- * it nearly always is, and a whole scan only settles a top round with none
- * in memory: a full scan per pick cost a merge over 4096 blocks 10 times
- * its time (O(ready) per block run). */
+ * the one to load, pick_out); depth_first, one in memory of the latest
+ * round. Blocks join ready as their rounds come, so that one is looked for
+ * from the end, where it nearly always is, and a whole scan only settles a
+ * top round with none in memory: a full scan per pick cost a merge over
+ * 4096 blocks 10 times its time (O(ready) per block run). */
 static int pick(blk__sched *s) {
   if (!s->depth_first) {
     for (int i = 0; i < s->nready; i++)
       if (in_memory(s, s->ready[i])) return i;
-    return 0;
+    return pick_out(s, NULL, 0);
   }
   for (int i = s->nready - 1; i >= 0; i--)
     if (s->round[s->ready[i]] == s->top_round && in_memory(s, s->ready[i])) return i;
@@ -296,19 +314,20 @@ static int pick(blk__sched *s) {
     if (!in_memory(s, s->ready[i])) continue;
     if (best < 0 || s->round[s->ready[i]] > s->round[s->ready[best]]) best = i;
   }
-  if (best < 0) return 0;
+  if (best < 0) return pick_out(s, NULL, 0);
   s->top_round = s->round[s->ready[best]];
   return best;
 }
 
-/* Starts reading ahead the next ready blocks that are out, in the order
- * pick takes them (roughly: depth_first, the latest round first, which
- * joined ready last), while the driver and the workers compute. */
+/* Starts reading ahead the ready blocks that are out, in the order pick
+ * loads them, while the driver and the workers compute. */
 static void read_ahead(blk__sched *s) {
-  int started = 0;
-  for (int j = 0; j < s->nready && started < BLK__BUDGET_AHEAD; j++) {
-    int lid = s->ready[s->depth_first ? s->nready - 1 - j : j];
-    if (!in_memory(s, lid)) started += blk__budget_prefetch(s->budget, lid);
+  int chosen[BLK__BUDGET_AHEAD], n = 0;
+  while (n < BLK__BUDGET_AHEAD && s->budget->ahead < BLK__BUDGET_AHEAD) {
+    int i = pick_out(s, chosen, n);
+    if (i < 0) break;
+    chosen[n++] = s->ready[i];
+    blk__budget_prefetch(s->budget, s->ready[i]);
   }
 }
 

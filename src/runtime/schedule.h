@@ -4,7 +4,7 @@
  *
  * An operation (foreach, a reduction) marks blocks ready; the scheduler runs
  * them, preferring blocks already in memory. The next ready blocks that are
- * out are read and decoded ahead on the budget's I/O thread while the
+ * out are read and decoded ahead on the budget's I/O threads while the
  * callbacks run; a block is made resident on the driver (evicting an idle
  * block: the one the operation needs furthest in the future, which it says
  * through future) just before it runs. A load waits until the operation has
