@@ -631,7 +631,7 @@ static void traffic(const bench *b, double *inside, double *across) {
     spec.count = b->count;
     spec.k = b->o.k;
     spec.algorithm = algorithm_of(b->pattern);
-    alg = blk_arrays_all_reduce_algorithm(b->a, &spec);
+    alg = blk_arrays_all_reduce_algorithm(b->m, b->a, &spec);
   }
   int n = b->nblocks, split = b->pattern == REDUCE_SCATTER || alg == BLK_ARRAYS_SPLIT;
   int *gids = xmalloc((size_t)n * sizeof *gids);

@@ -26,8 +26,12 @@
  *                    blocks per rank on several ranks: TREE (its early
  *                    rounds stay on the rank; SPLIT's order would send
  *                    several times the bytes across ranks). On one rank:
- *                    TREE below the threshold, SPLIT above. The choices
- *                    follow the measurements in docs/performance.md.
+ *                    TREE below the threshold, SPLIT above, but TREE out
+ *                    of core (a master with a memory budget): it passes
+ *                    over the blocks in storage twice, SPLIT (a swap, then
+ *                    a swap back) about four times. The choices follow the
+ *                    measurements in docs/performance.md and
+ *                    docs/out-of-core.md.
  *
  * Every block ends with the same bits: the combines run in the same order
  * on every block (with BUTTERFLY, the group's order; floating-point sums
@@ -110,9 +114,11 @@ int blk_arrays_init(blk_arrays *spec, unsigned int version);
  * not run: a partial result. */
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
-/* The algorithm blk_arrays_all_reduce runs for spec with this assigner:
- * spec->algorithm, or what BLK_ARRAYS_AUTO picks (the same on every rank). */
-blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a, const blk_arrays *spec);
+/* The algorithm blk_arrays_all_reduce runs on m for spec with this
+ * assigner: spec->algorithm, or what BLK_ARRAYS_AUTO picks (the same on
+ * every rank). m may be NULL: a master without a memory budget. */
+blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const blk_assigner *a,
+                                                     const blk_arrays *spec);
 
 /* gid 0's array becomes the element-wise op over all blocks (MPI_Reduce's
  * job). It works in place: the other blocks' arrays end as scratch (the

@@ -442,7 +442,7 @@ int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_ar
   return run(m, a, spec, BLK_SWAP, 0, scatter_round, 0);
 }
 
-blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
+blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const blk_assigner *a,
                                                      const blk_arrays *spec) {
   if (spec->algorithm != BLK_ARRAYS_AUTO) return spec->algorithm;
   int small = spec->count * type_size(spec->type) < BLK_ARRAYS_SPLIT_BYTES;
@@ -451,9 +451,14 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_assigner *a,
    * rank, where its messages are references, while SPLIT's halving order
    * sends its largest pieces across ranks and BUTTERFLY copies whole arrays
    * every round; measured at 2 ranks x 8 blocks, TREE won at every size.
-   * On one rank nothing crosses, and SPLIT moves the fewest bytes. */
-  if (blk_assigner_nblocks(a) > nranks)
-    return nranks > 1 || small ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+   * On one rank nothing crosses, and SPLIT moves the fewest bytes; but
+   * out of core the passes over storage cost far more than the bytes,
+   * and TREE makes two where SPLIT makes four (docs/out-of-core.md). Only
+   * one rank looks at its budget here, so every rank still picks alike. */
+  if (blk_assigner_nblocks(a) > nranks) {
+    int ooc = m && blk__budget_active(&m->budget);
+    return nranks > 1 || small || ooc ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+  }
   return small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
 }
 
@@ -461,7 +466,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   size_t elem = 0;
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
-  blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(a, spec);
+  blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(m, a, spec);
   int n = blk_assigner_nblocks(a);
   if (alg == BLK_ARRAYS_BUTTERFLY) {
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, NULL, &rc);

@@ -297,6 +297,20 @@ int main(int argc, char **argv) {
     CHECK(fresh.version == BLK_ARRAYS_VERSION && fresh.k == 2 && fresh.array == NULL &&
           fresh.algorithm == BLK_ARRAYS_AUTO);
     CHECK_ERR(blk_arrays_init(&fresh, 2), BLK_EINVAL, "version 2");
+    /* AUTO's choice by its rules: with several blocks per rank, TREE on
+     * several ranks, below the threshold, or out of core; SPLIT on one rank
+     * in core above it. With a block or none per rank, BUTTERFLY or SPLIT. */
+    fresh.count = 2 * BLK_ARRAYS_SPLIT_BYTES / sizeof(float);
+    blk_arrays_algorithm big_in = blk_arrays_all_reduce_algorithm(NULL, a, &fresh);
+    blk_arrays_algorithm big_here = blk_arrays_all_reduce_algorithm(m, a, &fresh);
+    int several = n > size;
+    CHECK(big_in == (!several ? BLK_ARRAYS_SPLIT
+                     : size > 1 ? BLK_ARRAYS_TREE
+                                : BLK_ARRAYS_SPLIT));
+    CHECK(big_here == (several && (size > 1 || mem_blocks) ? BLK_ARRAYS_TREE : big_in));
+    fresh.count = 1;
+    CHECK(blk_arrays_all_reduce_algorithm(m, a, &fresh) ==
+          (several ? BLK_ARRAYS_TREE : BLK_ARRAYS_BUTTERFLY));
     blk_log_set_level(BLK_LOG_WARN);
     check_budget(m, mem_blocks);
     blk_master_destroy(m);
