@@ -73,6 +73,7 @@ typedef struct rblock {
   int arrived;
   pending_msg *pending;
   size_t npending, cap_pending;
+  size_t kept; /* bytes of its messages kept in memory while it was out */
   int code;  /* the callback's return, when it failed */
   char *why; /* blk's reason, when the code was one blk gave the callback */
   blk_proxy proxy;
@@ -148,11 +149,22 @@ static void mark_ready(rstate *s, rblock *b) {
 
 /* A message for a block that is swapped out goes to storage too, if large,
  * so an out-of-core reduction does not run out of memory through its
- * messages. A failed write just keeps it in memory. */
+ * messages; but a few stay in memory (blk__budget_keep_queue): the block
+ * is mostly loaded next, and writing and reading the message back would
+ * cost as much as the block. A failed write just keeps it in memory. */
 static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
   if (blk__buffer_is_ref(q)) return; /* never under a budget: a reference cannot be spilled */
-  if (!b->busy && !blk__budget_resident(&s->m->budget, b->lid))
+  if (b->busy || blk__budget_resident(&s->m->budget, b->lid)) return;
+  if (blk__budget_keep_queue(&s->m->budget, q->size))
+    b->kept += q->size;
+  else
     blk__budget_spill_queue(&s->m->budget, b->gid, q, rec);
+}
+
+/* The block's messages kept while it was out are its own again. */
+static void unkeep(rstate *s, rblock *b) {
+  blk__budget_unkeep_queue(&s->m->budget, b->kept);
+  b->kept = 0;
 }
 
 static int slot_of(const rblock *b, int src) {
@@ -312,6 +324,7 @@ static void run_block(void *arg) {
 static int prepare(void *arg) {
   rblock *b = arg;
   rstate *s = b->s;
+  unkeep(s, b);
   for (int i = 0; i < b->nin; i++) {
     int rc = blk__budget_restore_queue(&s->m->budget, &b->in[i], &b->in_rec[i]);
     if (rc) return rc;
@@ -493,6 +506,7 @@ static rblock *take_records(blk_master *m, void ***args, int **skip) {
     b->failed = b->skipping = 0;
     b->why = NULL;
     b->npending = 0;
+    b->kept = 0;
     b->round = -1;
     b->lid = i;
     b->gid = blk__table_at(&m->table, i)->gid;
@@ -515,6 +529,7 @@ static void end_state(rstate *s) {
     for (int j = 0; j < b->cap_out; j++) blk__buffer_cache_give(s->m->cache, &b->out[j]);
     for (size_t j = 0; j < b->npending; j++) drop_pending(s, &b->pending[j]);
     b->npending = 0;
+    unkeep(s, b);
     free(b->why);
     b->why = NULL;
   }

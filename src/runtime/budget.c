@@ -79,6 +79,17 @@ static int over_budget(const blk__budget *b, int extra_blocks, size_t extra_byte
   return 0;
 }
 
+int blk__budget_keep_queue(blk__budget *b, size_t bytes) {
+  if (!b->storage || bytes == 0 || bytes < b->queue_bytes) return 0;
+  if (b->queues_kept + bytes > (size_t)BLK__BUDGET_AHEAD * b->saved_max) return 0;
+  b->queues_kept += bytes;
+  return 1;
+}
+
+void blk__budget_unkeep_queue(blk__budget *b, size_t bytes) {
+  b->queues_kept -= bytes < b->queues_kept ? bytes : b->queues_kept;
+}
+
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec) {
   if (!b->storage || q->size == 0 || q->size < b->queue_bytes || rec->stored) return BLK_OK;
   int rc = blk__storage_put(b->storage, gid, BLK__RECORD_QUEUE, q->data, q->size, 0, rec);
@@ -217,6 +228,7 @@ static int evict(blk__budget *b, int lid) {
     blk__budget_spill_queue(b, blk->gid, &blk->out[i], &blk->out_rec[i]);
   }
   size_t raw = saved.size;
+  if (raw > b->saved_max) b->saved_max = raw;
   fns->destroy(blk->data, blk->gid, fns->user);
   blk->data = NULL;
   blk->resident = 0;

@@ -16,8 +16,9 @@
  * Nothing is lost: a block's saved bytes are freed only once the record
  * holding them is written; a write that fails leaves them in memory (held)
  * and the block is loaded from there. Besides the blocks, memory holds at
- * most BLK__BUDGET_BEHIND blocks' bytes being written and
- * BLK__BUDGET_AHEAD read ahead.
+ * most BLK__BUDGET_BEHIND blocks' bytes being written, BLK__BUDGET_AHEAD
+ * read ahead, and messages for blocks that are out worth BLK__BUDGET_AHEAD
+ * blocks (blk__budget_keep_queue).
  *
  * Everything here runs on the master's driver thread; a pinned block is
  * never evicted, so a callback running on the pool keeps its block.
@@ -79,6 +80,8 @@ typedef struct blk__budget {
   void *ctx;
   int resident, resident_peak;
   size_t resident_bytes;
+  size_t saved_max;   /* the most bytes a block saved so far */
+  size_t queues_kept; /* messages for blocks that are out, kept in memory */
   uint64_t clock;
   uint64_t loads, evictions, queues_spilled, queues_restored;
 } blk__budget;
@@ -110,6 +113,18 @@ int blk__budget_resident(const blk__budget *b, int lid);
 /* Counts a block just added to the table (resident, not pinned),
  * evicting others if the budget is exceeded. */
 int blk__budget_added(blk__budget *b, int lid);
+
+/* Whether a message of `bytes` for a block that is out may stay in memory
+ * instead of going to storage, and if so counts it. It may while the
+ * messages kept come to at most BLK__BUDGET_AHEAD blocks' saved bytes: a
+ * reduction loads the block a message is for soon after, mostly (the
+ * message that fills the last slot makes it ready), and a message that
+ * goes out and comes back costs as much as the block. Small messages
+ * (below the spill threshold) stay anyway and are not counted. */
+int blk__budget_keep_queue(blk__budget *b, size_t bytes);
+/* The messages kept for a block that is now in memory (or gone): `bytes`
+ * no longer count. */
+void blk__budget_unkeep_queue(blk__budget *b, size_t bytes);
 
 /* Writes a queue buffer to storage and frees its memory (no-op if it is
  * below the threshold or there is no storage). On failure the buffer stays. */
