@@ -626,9 +626,12 @@ static void drive(rstate *s) {
  * memory ran each group of 8 through its rounds, then chased each block
  * that became ready in a later round into memory and out again (211 loads,
  * where two passes need 112). So the rounds are cut into phases, each as
- * many rounds as keep the blocks that meet in them (a group) within M, and
- * a phase that starts at round a orders the blocks by their digits of
- * rounds a, a+1, ..., then the earlier ones: its groups come one at a time.
+ * many rounds as keep the blocks that meet in them (a group: the local
+ * blocks their messages connect) within M, and a phase orders the blocks
+ * group by group, each group by the digits of the phase's rounds first:
+ * its groups come one at a time. (Groups from the messages, not from the
+ * digits: a merge's block sits out the rounds between its send and its
+ * broadcast, where it has no digit, yet it belongs to one group.)
  * A block is needed in the order (its phase, its place in the phase's
  * order); the scheduler loads the ready block needed soonest and the
  * budget evicts the one needed last, so every group is loaded once per
@@ -637,24 +640,26 @@ static void drive(rstate *s) {
  * Any order is correct; a stale one (other partners at a freed one's
  * address) costs at most speed. */
 typedef struct keyed {
+  int group; /* first: the phase's group (0 in memory) */
   uint64_t key;
   int lid;
 } keyed;
 
 static int by_key(const void *a, const void *b) {
   const keyed *x = a, *y = b;
+  if (x->group != y->group) return x->group < y->group ? -1 : 1;
   if (x->key != y->key) return x->key < y->key ? -1 : 1;
   return x->lid - y->lid;
 }
 
-/* A block's key in the order that starts at round `first` (see above); the
- * rounds in [skip_from, skip_to) are left out (phase_size's groups). A
- * round the block sits out counts as position 0. */
-static uint64_t order_key(const rstate *s, int lid, int first, int skip_from, int skip_to) {
+/* A block's key in the order that starts at round `first` (see above): its
+ * positions in rounds first, first+1, ..., then the earlier ones, as the
+ * digits of a mixed-radix number, the first the lowest. A round the block
+ * sits out counts as position 0. */
+static uint64_t order_key(const rstate *s, int lid, int first) {
   uint64_t key = 0, mult = 1;
   for (int i = 0; i < s->rounds && mult < (UINT64_MAX >> 16); i++) {
     int r = (first + i) % s->rounds;
-    if (r >= skip_from && r < skip_to) continue;
     int pos = blk_partners_round_position(s->p, r, s->rb[lid].gid);
     int radix = blk_partners_round_radix(s->p, r);
     if (radix <= 0 || radix > 0xffff) break;
@@ -664,25 +669,59 @@ static uint64_t order_key(const rstate *s, int lid, int first, int skip_from, in
   return key;
 }
 
-/* Sorts the local lids by order_key into order (k: scratch of n). */
-static void sort_lids(const rstate *s, keyed *k, int *order, int first, int skip_from,
-                      int skip_to) {
-  int n = s->nblocks;
-  for (int i = 0; i < n; i++) k[i] = (keyed){order_key(s, i, first, skip_from, skip_to), i};
-  qsort(k, (size_t)n, sizeof *k, by_key);
-  for (int i = 0; i < n; i++) order[i] = k[i].lid;
+/* The groups of a phase: the local blocks connected by the messages of its
+ * rounds, kept as a union-find forest over the lids (up: the parent, size:
+ * a root's block count). */
+typedef struct groups {
+  int *up, *size;
+  int n, largest;
+} groups;
+
+static int root_of(groups *g, int x) {
+  while (g->up[x] != x) x = g->up[x] = g->up[g->up[x]];
+  return x;
 }
 
-/* The most local blocks that meet in rounds [a, b): those whose positions
- * in every other round are the same. */
-static int group_size(const rstate *s, keyed *k, int *scratch, int a, int b) {
-  sort_lids(s, k, scratch, 0, a, b);
-  int most = 1, run = 1;
-  for (int i = 1; i < s->nblocks; i++) {
-    run = k[i].key == k[i - 1].key ? run + 1 : 1;
-    if (run > most) most = run;
+static void groups_reset(groups *g) {
+  for (int i = 0; i < g->n; i++) g->up[i] = i, g->size[i] = 1;
+  g->largest = 1;
+}
+
+/* Joins every local block with the local blocks it sends to in round r. */
+static void groups_add_round(groups *g, const rstate *s, int r, int *buf, int cap) {
+  for (int lid = 0; lid < g->n; lid++) {
+    int n = blk_partners_out(s->p, r, s->rb[lid].gid, buf, cap);
+    for (int i = 0; i < n && i < cap; i++) {
+      int other = blk__table_lid(&s->m->table, buf[i]);
+      if (other < 0) continue; /* on another rank: not in this rank's memory */
+      int x = root_of(g, lid), y = root_of(g, other);
+      if (x == y) continue;
+      if (g->size[x] < g->size[y]) {
+        int t = x;
+        x = y;
+        y = t;
+      }
+      g->up[y] = x;
+      g->size[x] += g->size[y];
+      if (g->size[x] > g->largest) g->largest = g->size[x];
+    }
   }
-  return most;
+}
+
+/* The blocks in the order of a phase that starts at round `first`, with
+ * g its groups: group by group (the groups in the order of their first
+ * block, by lid), and within a group by order_key. */
+static void phase_order(const rstate *s, groups *g, keyed *k, int *order, int first) {
+  int n = s->nblocks;
+  int *lowest = g->size; /* reused: a root's lowest lid (sizes are no longer needed) */
+  for (int i = 0; i < n; i++) lowest[i] = n;
+  for (int i = 0; i < n; i++) {
+    int r = root_of(g, i);
+    if (i < lowest[r]) lowest[r] = i;
+  }
+  for (int i = 0; i < n; i++) k[i] = (keyed){lowest[root_of(g, i)], order_key(s, i, first), i};
+  qsort(k, (size_t)n, sizeof *k, by_key);
+  for (int i = 0; i < n; i++) order[i] = k[i].lid;
 }
 
 /* The blocks the budget keeps in memory (INT_MAX: no limit). With a byte
@@ -699,8 +738,9 @@ static int room_in_blocks(const blk__budget *b) {
 }
 
 /* Fills keep's plan for s (see above): the phases, the start order (phase
- * 0's) and each phase's place of every lid. Without memory it leaves no
- * plan: lid order, and the rounds as the only measure of need. */
+ * 0's) and each phase's place of every lid. In memory (room for every
+ * block) one phase, ordered by order_key alone. Without memory it leaves
+ * no plan: lid order, and the rounds as the only measure of need. */
 static void make_plan(const rstate *s, reduce_keep *keep, int room) {
   int n = s->nblocks, R = s->rounds;
   if (keep->order && keep->order_of == s->p && keep->order_n == n && keep->order_room == room)
@@ -712,32 +752,54 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
   keep->order = keep->place = keep->phase = NULL;
   keep->nphases = 0;
   if (n < 2) return;
+  int cap = 0; /* the widest round's partners */
+  for (int r = 0; r < R; r++) {
+    int radix = blk_partners_round_radix(s->p, r);
+    if (radix > cap) cap = radix;
+  }
+  cap = cap > 0 ? cap : 1;
   keyed *k = blk__malloc((size_t)n * sizeof *k);
   int *phase = blk__malloc((size_t)(R + 1) * sizeof *phase);
-  int *scratch = blk__malloc((size_t)n * sizeof *scratch);
-  int *first = blk__malloc((size_t)(R + 1) * sizeof *first);
-  int nph = 1;
-  if (k && phase && scratch && first) {
-    /* Callback round c reads what round c-1 sent: it belongs to that
+  int *first = blk__malloc((size_t)(R + 2) * sizeof *first);
+  int *buf = blk__malloc((size_t)cap * sizeof *buf);
+  groups g = {blk__malloc((size_t)n * sizeof(int)), blk__malloc((size_t)n * sizeof(int)), n, 1};
+  int *order = blk__malloc((size_t)n * sizeof *order);
+  int *place = NULL, nph = 1, ok = k && phase && first && buf && g.up && g.size && order;
+  if (ok && room >= n) { /* in memory: the depth-first order */
+    for (int i = 0; i < n; i++) k[i] = (keyed){0, order_key(s, i, 0), i};
+    qsort(k, (size_t)n, sizeof *k, by_key);
+    for (int i = 0; i < n; i++) order[i] = k[i].lid;
+    for (int r = 0; r <= R; r++) phase[r] = 0;
+    ok = (place = blk__malloc((size_t)n * sizeof *place)) != NULL;
+    for (int i = 0; ok && i < n; i++) place[order[i]] = i;
+  } else if (ok) {
+    /* The phases: a round joins the phase while its groups still fit.
+     * Callback round c reads what round c-1 sent: it belongs to that
      * round's phase (round 0 to the first). */
     first[0] = 0;
     phase[0] = 0;
-    for (int r = 0, a = 0; r < R; r++) {
-      if (room < n && r > a && group_size(s, k, scratch, a, r + 1) > room) {
-        a = r;
+    groups_reset(&g);
+    for (int r = 0; r < R; r++) {
+      groups_add_round(&g, s, r, buf, cap);
+      if (g.largest > room && r > first[nph - 1]) {
         first[nph++] = r;
+        groups_reset(&g);
+        groups_add_round(&g, s, r, buf, cap);
       }
       phase[r + 1] = nph - 1;
     }
-  }
-  int *order = blk__malloc((size_t)n * sizeof *order);
-  int *place = blk__malloc((size_t)nph * (size_t)n * sizeof *place);
-  if (k && phase && scratch && first && order && place) {
-    for (int f = 0; f < nph; f++) {
-      sort_lids(s, k, f == 0 ? order : scratch, first[f], -1, -1);
-      const int *o = f == 0 ? order : scratch;
-      for (int i = 0; i < n; i++) place[(size_t)f * (size_t)n + (size_t)o[i]] = i;
+    first[nph] = R;
+    ok = (place = blk__malloc((size_t)nph * (size_t)n * sizeof *place)) != NULL;
+    for (int f = 0; ok && f < nph; f++) {
+      groups_reset(&g);
+      for (int r = first[f]; r < first[f + 1]; r++) groups_add_round(&g, s, r, buf, cap);
+      phase_order(s, &g, k, order, first[f]);
+      for (int i = 0; i < n; i++) place[(size_t)f * (size_t)n + (size_t)order[i]] = i;
     }
+    /* The start order is the first phase's. */
+    for (int i = 0; ok && i < n; i++) order[place[i]] = i;
+  }
+  if (ok) {
     keep->order = order;
     keep->place = place;
     keep->phase = phase;
@@ -749,8 +811,10 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
   }
   free(k);
   free(phase);
-  free(scratch);
   free(first);
+  free(buf);
+  free(g.up);
+  free(g.size);
   free(order);
   free(place);
 }

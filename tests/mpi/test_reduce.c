@@ -254,9 +254,10 @@ static uint64_t loads_of(int size, blk_pattern pattern, int nblocks, int mem_blo
  * allow (reduce.c, the order): a merge of 48 blocks with 9 in memory
  * (rounds of 2, 2, 2, 2, 3) loads each block that was out once, and a swap
  * of 64 with 8 in memory (six rounds of 2: two phases of three) in two
- * passes, with at most the blocks in memory loaded once more (measured:
- * 112 loads for 56 out). Plain LRU loaded 43 for a merge's 39 out; the
- * in-memory order 211 for the swap's 56. */
+ * passes, and an all-reduce too, with at most the blocks in memory loaded
+ * once more (measured: 112 loads for 56 out). Plain LRU loaded 43 for a
+ * merge's 39 out; the in-memory order 211 for the swap's 56, and groups
+ * taken from the rounds' digits 146 for the all-reduce's. */
 static void check_loads(int size, int rank) {
   int local = 0;
   uint64_t loads = loads_of(size, BLK_MERGE, 48, 9, &local);
@@ -273,6 +274,12 @@ static void check_loads(int size, int rank) {
   CHECK_MSG(loads <= 2 * out + 8,
             "a swap of %d blocks with 8 in memory loaded %llu, more than two passes (%llu)", local,
             (unsigned long long)loads, (unsigned long long)(2 * out + 8));
+  /* An all-reduce (a merge, then a broadcast): phases of rounds 0-2, 3-8
+   * (the group leaders' merge and broadcast) and 9-11, two passes. */
+  loads = loads_of(size, BLK_ALLREDUCE, 64, 8, &local);
+  CHECK_MSG(loads <= 2 * out + 8,
+            "an all-reduce of %d blocks with 8 in memory loaded %llu, more than two passes (%llu)",
+            local, (unsigned long long)loads, (unsigned long long)(2 * out + 8));
 }
 
 int main(int argc, char **argv) {
