@@ -654,16 +654,17 @@ static int by_key(const void *a, const void *b) {
 
 /* A block's key in the order that starts at round `first` (see above): its
  * positions in rounds first, first+1, ..., then the earlier ones, as the
- * digits of a mixed-radix number, the first the lowest. A round the block
- * sits out counts as position 0. */
+ * digits of a mixed-radix number, the first the lowest, up to the first
+ * round it sits out (a merge's block that has sent: the later digits would
+ * be its broadcast's, and sort it away from its group). */
 static uint64_t order_key(const rstate *s, int lid, int first) {
   uint64_t key = 0, mult = 1;
   for (int i = 0; i < s->rounds && mult < (UINT64_MAX >> 16); i++) {
     int r = (first + i) % s->rounds;
     int pos = blk_partners_round_position(s->p, r, s->rb[lid].gid);
     int radix = blk_partners_round_radix(s->p, r);
-    if (radix <= 0 || radix > 0xffff) break;
-    if (pos > 0) key += (uint64_t)pos * mult;
+    if (pos < 0 || radix <= 0 || radix > 0xffff) break;
+    key += (uint64_t)pos * mult;
     mult *= (uint64_t)radix;
   }
   return key;
