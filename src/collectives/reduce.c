@@ -465,14 +465,16 @@ typedef struct reduce_keep {
   void **args;
   int *skip;
   int cap;
-  /* make_plan's answer for the last partners, block count and room
-   * (making it anew costs a tiny reduction a microsecond): the start
-   * order, and per phase (nphases) each lid's place in the phase's order;
-   * phase[c]: the phase of callback round c. */
+  /* make_plan's answer for the last partners, block count, room and
+   * rounds (making it anew costs a tiny reduction a microsecond): the
+   * start order, and per phase (nphases) each lid's place in the phase's
+   * order; phase[c]: the phase of callback round c. Other partners at a
+   * freed one's address with as many blocks and rounds get a stale plan:
+   * any order is correct, so it costs at most speed, and the arrays fit. */
   int *order, *place, *phase;
   int nphases;
   const blk_partners *order_of;
-  int order_n, order_room;
+  int order_n, order_room, order_rounds;
 } reduce_keep;
 
 static void keep_free(void *mem);
@@ -744,7 +746,8 @@ static int room_in_blocks(const blk__budget *b) {
  * no plan: lid order, and the rounds as the only measure of need. */
 static void make_plan(const rstate *s, reduce_keep *keep, int room) {
   int n = s->nblocks, R = s->rounds;
-  if (keep->order && keep->order_of == s->p && keep->order_n == n && keep->order_room == room)
+  if (keep->order && keep->order_of == s->p && keep->order_n == n && keep->order_room == room &&
+      keep->order_rounds == R)
     return;
   keep->order_of = NULL;
   free(keep->order);
@@ -808,6 +811,7 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
     keep->order_of = s->p;
     keep->order_n = n;
     keep->order_room = room;
+    keep->order_rounds = R;
     order = place = phase = NULL;
   }
   free(k);

@@ -97,6 +97,10 @@ int blk__budget_active(const blk__budget *b);
  * make room, if needed). Returns 0, BLK__BUDGET_FULL (nothing evictable now),
  * or an error (a failed eviction or load; the detail names gid and path). */
 int blk__budget_acquire(blk__budget *b, int lid);
+/* Whether making lid resident now would evict a block that future says is
+ * needed sooner than lid_next (lid's own): then waiting for a running
+ * task to free a block that is done may be the better trade. */
+int blk__budget_evicts_sooner(const blk__budget *b, int lid, uint64_t lid_next);
 /* Unpins a block and marks it most recently used. */
 void blk__budget_release(blk__budget *b, int lid);
 /* Starts reading and decoding lid ahead of use, if it is out and fewer

@@ -372,6 +372,14 @@ void blk__sched_pump(blk__sched *s) {
     /* A load may evict: first let the operation take in what the driver
      * ran, so that it knows which blocks are done (the budget asks). */
     if (s->needs[lid] && s->ndone > 0 && !blk__budget_resident(s->budget, lid)) break;
+    /* Nor load a block (a later group's, mostly) over one needed sooner
+     * (the running group's, waiting for a callback on the pool to finish):
+     * wait for the pool instead, and load once what it ran has moved on.
+     * With two threads a swap of 64 blocks with 8 in memory loaded 164
+     * where one thread loads 112. */
+    if (ooc && s->needs[lid] && s->running > 0 && s->future &&
+        blk__budget_evicts_sooner(s->budget, lid, s->future(s->future_ctx, lid)))
+      break;
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->budget, lid);
       if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */
