@@ -116,8 +116,8 @@ int blk__io_create(blk__io **out, blk__storage *s, int nthreads, const blk__cont
     free_io(io);
     return rc;
   }
-  for (; io->nthreads < nthreads && !rc; io->nthreads += !rc)
-    rc = blk__thread_start(&io->threads[io->nthreads], thread_main, io);
+  while (io->nthreads < nthreads && !rc)
+    if (!(rc = blk__thread_start(&io->threads[io->nthreads], thread_main, io))) io->nthreads++;
   if (rc) {
     join_all(io);
     free_io(io);
