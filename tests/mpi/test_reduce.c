@@ -209,6 +209,24 @@ static int verify(void *data, blk_proxy *p, void *user) {
  * out is loaded exactly once, and nothing is loaded twice (least recently
  * used order evicts the waiting blocks, which are older, and loads them
  * again). */
+/* A master of the test's blocks (their callbacks, c as user), decomposed
+ * by d over a. */
+static blk_master *master_of(ctx *c, int threads, int mem_blocks, blk_decomposer *d,
+                             blk_assigner *a) {
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = threads;
+  mc.create = create;
+  mc.destroy = destroy;
+  mc.save = save;
+  mc.load = load;
+  mc.mem_blocks = mem_blocks;
+  mc.user = c;
+  blk_master *m = NULL;
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+  CHECK_OK(blk_master_decompose(m, d, a));
+  return m;
+}
+
 /* The loads of one reduction of `pattern` over nblocks blocks (k = 2,
  * contiguous) with mem_blocks in memory and one thread, its result checked;
  * *local gets this rank's block count. */
@@ -223,16 +241,7 @@ static uint64_t loads_of(int size, blk_pattern pattern, int nblocks, int mem_blo
   CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
   CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
   ctx c = {nblocks, 3, pattern, NULL};
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = 1;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
-  mc.user = &c;
-  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
-  CHECK_OK(blk_master_decompose(m, d, a));
+  m = master_of(&c, 1, mem_blocks, d, a);
   CHECK_OK(blk_partners_create_for(&p, pattern, d, 2, 1));
   c.p = p;
   CHECK_OK(blk_master_foreach(m, reset, &c));
@@ -321,16 +330,7 @@ int main(int argc, char **argv) {
     CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
     CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
     ctx c = {nblocks, len, BLK_MERGE, NULL};
-    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-    mc.threads = threads;
-    mc.create = create;
-    mc.destroy = destroy;
-    mc.save = save;
-    mc.load = load;
-    mc.mem_blocks = mem_blocks;
-    mc.user = &c;
-    CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
-    CHECK_OK(blk_master_decompose(m, d, a));
+    m = master_of(&c, threads, mem_blocks, d, a);
     int divisions[BLK_MAX_DIM];
     blk_decomposer_divisions(d, divisions);
     for (int ki = 0; ki < 4; ki++)
