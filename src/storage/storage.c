@@ -59,7 +59,9 @@
  * destroy free records the caller never released.
  *
  * Cost: put and get are one pass of the codec and one checksum pass over the
- * encoded bytes, plus one pwrite (get: two preads) per GiB; the allocator
+ * encoded bytes, plus one pwritev (get: two preads) per GiB. A raw record
+ * in a file costs no copy: put writes the header and the caller's bytes with
+ * one pwritev, get reads the bytes into the caller's buffer. The allocator
  * scans the free array (first fit, O(nfree)) and a release does a binary
  * search and one memmove of the array (O(nfree)); nfree <= live records.
  *
@@ -103,6 +105,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -435,13 +438,30 @@ done:
   return rc;
 }
 
-/* Writes p[0, n) at `off`, in pieces, through EINTR and short writes.
- * Returns 0 or the errno of the failure. */
-static int write_all(int fd, const unsigned char *p, size_t n, uint64_t off) {
+/* Writes head[0, hn) and then body[0, bn) at `off`, as one record, in
+ * pieces, through EINTR and short writes. Two pieces, so that a raw record
+ * goes to the file from the caller's bytes, not from a copy of them behind
+ * its header. Returns 0 or the errno of the failure. */
+static int write_all(int fd, const unsigned char *head, size_t hn, const unsigned char *body,
+                     size_t bn, uint64_t off) {
+  const size_t n = hn + bn;
   size_t done = 0;
   while (done < n) {
-    size_t chunk = n - done < IO_CHUNK ? n - done : IO_CHUNK;
-    ssize_t w = pwrite(fd, p + done, chunk, (off_t)(off + done));
+    struct iovec v[2];
+    int nv = 0;
+    size_t room = IO_CHUNK;
+    if (done < hn) {
+      v[nv].iov_base = (void *)(uintptr_t)(head + done); /* iovec is not const */
+      v[nv].iov_len = hn - done < room ? hn - done : room;
+      room -= v[nv++].iov_len;
+    }
+    size_t at = done < hn ? 0 : done - hn;
+    if (room > 0 && at < bn) {
+      v[nv].iov_base = (void *)(uintptr_t)(body + at);
+      v[nv].iov_len = bn - at < room ? bn - at : room;
+      nv++;
+    }
+    ssize_t w = pwritev(fd, v, nv, (off_t)(off + done));
     if (w < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -899,19 +919,23 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
     const size_t enc = b->size - prefix - HEADER_SIZE;
     const int pays =
         BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && (double)enc * RATIO_MIN <= (double)n;
-    if (!pays && format != BLK__CODEC_RAW) {
-      /* The codec reserved ZSTD_compressBound(n) >= n bytes past the
-       * header: the raw bytes fit over the frame without growing b. */
+    if (!pays) {
+      /* Stored raw: a file takes the caller's bytes as they are (below);
+       * memory needs them behind the header. The codec reserved
+       * ZSTD_compressBound(n) >= n bytes past the header, so they fit over
+       * the frame without growing b. */
       b->size = prefix + HEADER_SIZE;
-      memcpy(b->data + b->size, raw, n);
-      b->size += n;
+      if (memory && n > 0) {
+        memcpy(b->data + b->size, raw, n);
+        b->size += n;
+      }
       format = BLK__CODEC_RAW;
     }
     blk__mutex_lock(s->lock);
     s->stats.seconds_compress += sec;
     learn_put(s, gid, kind, p, n, enc, sec, pays);
     blk__mutex_unlock(s->lock);
-  } else if (n > 0) {
+  } else if (memory && n > 0) {
     rc = blk_buffer_write(b, raw, n);
     if (rc) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to write gid %d (%zu bytes)", gid, n);
@@ -920,10 +944,13 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
   }
   const int compressed = BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD;
   unsigned char *bytes = b->data + prefix;
-  const size_t total = b->size - prefix;
-  const uint64_t stored = (uint64_t)total;
-  const unsigned char *encoded = bytes + HEADER_SIZE;
-  const uint64_t data_sum = blk__checksum(encoded, total - HEADER_SIZE, SEED_DATA);
+  /* What follows the header: the frame or, in memory, the copy in b; raw
+   * bytes bound for a file are written from where the caller has them. */
+  const int in_b = memory || compressed;
+  const unsigned char *encoded = in_b ? bytes + HEADER_SIZE : raw;
+  const size_t enc_n = in_b ? b->size - prefix - HEADER_SIZE : n;
+  const uint64_t stored = (uint64_t)HEADER_SIZE + enc_n;
+  const uint64_t data_sum = blk__checksum(encoded, enc_n, SEED_DATA);
 
   if (memory) {
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, NO_OFFSET);
@@ -962,7 +989,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
     }
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, off);
     double t0 = now_s();
-    e = write_all(s->fd, bytes, total, off);
+    e = write_all(s->fd, bytes, HEADER_SIZE, encoded, enc_n, off);
     double sec = now_s() - t0;
     worker_trim(w);
     blk__mutex_lock(s->lock);
@@ -1075,11 +1102,16 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
             " / %" PRIu64,
             get_u64(h + H_STORED), get_u64(h + H_RAW), rec->stored, rec->raw);
 
+  format = get_u32(h + H_FORMAT);
+  /* A raw record in a file is read straight into `out`: its bytes are the
+   * result once the checksum agrees, and decoding would only copy them. */
+  const int direct = !memory && format == BLK__CODEC_RAW && enc_size == rec->raw && enc_size > 0;
   if (memory) {
     enc = h + HEADER_SIZE;
   } else {
-    blk_buffer_clear(&w->scratch);
-    unsigned char *p = blk_buffer_append(&w->scratch, enc_size);
+    blk_buffer *into = direct ? out : &w->scratch;
+    blk_buffer_clear(into);
+    unsigned char *p = blk_buffer_append(into, enc_size);
     if (!p) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to read %zu bytes of gid %d from %s", enc_size,
                      gid, file);
@@ -1104,7 +1136,9 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
             get_u64(h + H_DATA_SUM), dsum);
 
   const size_t raw = (size_t)rec->raw;
-  if (raw == 0) {
+  if (direct) {
+    /* The bytes are in `out` already. */
+  } else if (raw == 0) {
     if (enc_size != 0) CORRUPT("%zu encoded bytes for an empty record", enc_size);
   } else {
     void *dst = blk_buffer_append(out, raw);
@@ -1112,7 +1146,6 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to decode %zu bytes of gid %d", raw, gid);
       goto done;
     }
-    format = get_u32(h + H_FORMAT);
     double t0 = now_s();
     rc = blk__codec_decode(w->codec, dst, raw, enc, enc_size, format);
     sec_decode = now_s() - t0;
@@ -1139,7 +1172,7 @@ done:
       rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
       rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
     }
-    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD)
+    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0)
       rate_add(&s->dec, sec_decode, (double)rec->raw);
   }
   if (w) worker_give(s, w);
