@@ -54,7 +54,10 @@ typedef int (*blk_block_create_fn)(void **block, int gid, void *user);
 typedef void (*blk_block_destroy_fn)(void *block, int gid, void *user);
 /* Writes everything needed to rebuild the block into out (out-of-core). */
 typedef int (*blk_block_save_fn)(blk_buffer *out, const void *block, int gid, void *user);
-/* Fills a block fresh from create with what save wrote. */
+/* Fills a block fresh from create with what save wrote. `in` owns its memory,
+ * with the saved bytes at its start: load may take that memory with
+ * blk_buffer_detach() instead of copying the bytes, but must not fail after
+ * taking it (the bytes would be gone; blk then reports the block lost). */
 typedef int (*blk_block_load_fn)(void *block, blk_buffer *in, int gid, void *user);
 
 /* Bytes a block holds in memory, for a byte budget (cfg.mem_bytes). */

@@ -325,10 +325,13 @@ static int load(blk__budget *b, int lid) {
                    blk->gid, rc);
     goto exit;
   }
+  /* load may take the bytes' memory (master.h); then only a record keeps them. */
+  const size_t saved_size = saved.size;
   if ((rc = fns->load(data, &saved, blk->gid, fns->user))) {
     fns->destroy(data, blk->gid, fns->user);
-    rc = blk__fail(BLK_ECALLBACK, "budget: the load callback failed for gid %d (code %d)", blk->gid,
-                   rc);
+    const int lost = saved_size > 0 && saved.size == 0 && !blk->rec.stored;
+    rc = blk__fail(BLK_ECALLBACK, "budget: the load callback failed for gid %d (code %d)%s",
+                   blk->gid, rc, lost ? " after taking its saved bytes: the block is lost" : "");
     goto exit;
   }
   for (int i = 0; i < blk->nlinks && !rc; i++) {
@@ -336,6 +339,16 @@ static int load(blk__budget *b, int lid) {
     if (!rc) rc = blk__budget_restore_queue(b, &blk->out[i], &blk->out_rec[i]);
   }
   if (rc) {
+    /* Bytes load took, and no record has: save them again before the
+     * block goes, so that they are held (exit) for a later load. */
+    if (saved_size > 0 && saved.size == 0 && !blk->rec.stored) {
+      int src = fns->save(&saved, data, blk->gid, fns->user);
+      if (src || saved.error) {
+        blk_buffer_clear(&saved);
+        BLK__LOG(BLK_LOG_ERROR, "budget: gid %d is lost: saving it again failed (code %d)",
+                 blk->gid, src);
+      }
+    }
     fns->destroy(data, blk->gid, fns->user);
     goto exit;
   }

@@ -17,6 +17,12 @@
  *                        file has no name, so the directory is empty): the
  *                        run goes on with correct results; destroy is fine
  *   --case bytes         a byte budget (mem_bytes with a size callback) holds
+ *   --case load          load takes its buffer's memory (blk_buffer_detach, as
+ *                        master.h allows) and, once, for the last gid, fails
+ *                        after taking it: the foreach returns BLK_ECALLBACK
+ *                        naming that gid on every rank, every other block
+ *                        runs, and the next foreach finds the block whole
+ *                        (its record still holds its bytes)
  *
  * Every block holds 16 KiB of incompressible bytes made from its gid and a
  * generation number, so any lost or stale block shows. While blocks are
@@ -80,14 +86,34 @@ static int save(blk_buffer *out, const void *data, int gid, void *user) {
   return blk_buffer_write(out, b->data, BYTES);
 }
 
+/* The load case: load takes the buffer's memory; and the gid whose load
+ * fails once, after taking it (-1: none). Only the driver calls load. */
+static int take_memory = 0, fail_load_gid = -1;
+
 static int load(void *data, blk_buffer *in, int gid, void *user) {
   (void)user;
   block *b = data;
+  blk_buffer taken = BLK_BUFFER_INIT;
+  if (take_memory) {
+    size_t size = in->size, cap = 0;
+    void *mem = in->pos == 0 ? blk_buffer_detach(in, &cap) : NULL;
+    CHECK_MSG(mem != NULL, "gid %d: load's buffer owns no memory to take", gid);
+    CHECK_EQ_INT(in->size, 0);
+    if (gid == fail_load_gid) {
+      fail_load_gid = -1;
+      free(mem);
+      return -42;
+    }
+    blk_buffer_adopt(&taken, mem, size, cap);
+    in = &taken;
+  }
   blk_buffer_read_i32(in, &b->gid);
   blk_buffer_read_i32(in, &b->generation);
   blk_buffer_read(in, b->data, BYTES);
   CHECK_EQ_INT(b->gid, gid);
-  return blk_buffer_error(in);
+  int rc = blk_buffer_error(in);
+  blk_buffer_free(&taken);
+  return rc;
 }
 
 static size_t block_size(const void *data, int gid, void *user) {
@@ -284,6 +310,29 @@ int main(int argc, char **argv) {
     add_blocks(m, a, rank, 0);
     for (int round = 0; round < 3; round++) CHECK_OK(run_all(m, local));
     check_budget(m, 2);
+    blk_master_destroy(m);
+    CHECK(rmdir(dir) == 0);
+  } else if (!strcmp(which, "load")) {
+    char *dir = scratch_dir(rank);
+    blk_master *m = make_master(dir, 1, 0, 2);
+    add_blocks(m, a, rank, 0);
+    CHECK_OK(run_all(m, local));
+    take_memory = 1;
+    const int last = NBLOCKS - 1; /* on the last rank that has blocks */
+    const int mine = blk_assigner_rank(a, last) == rank;
+    fail_load_gid = mine && local > 1 ? last : -1;
+    int any = 0;
+    MPI_Allreduce(&(int){fail_load_gid >= 0}, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int rc = run_all(m, fail_load_gid >= 0 ? local - 1 : local);
+    if (any) {
+      CHECK_EQ_INT(rc, BLK_ECALLBACK);
+      check_agreed(rc, "the load callback failed for gid 7 (code -42)");
+    } else {
+      check_agreed(rc, NULL);
+    }
+    CHECK_EQ_INT(fail_load_gid, -1); /* it was asked to load it */
+    for (int round = 0; round < 2; round++) CHECK_OK(run_all(m, local));
+    check_budget(m, 1);
     blk_master_destroy(m);
     CHECK(rmdir(dir) == 0);
   } else {
