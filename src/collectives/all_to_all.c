@@ -25,6 +25,7 @@
  *   rest of the operation. All of it is freed when blk_all_to_all returns,
  *   once every callback has run and every send is complete.
  *
+ * ("A budget" here is one that may swap a block out: blk__budget_may_swap.)
  * So without a budget a byte enqueued by reference is copied by blk once
  * per round that crosses ranks and never inside a rank; a byte enqueued by
  * copy once more, into the arena. Under a budget every byte is copied once
@@ -619,9 +620,10 @@ int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contigu
   a2a s = {.m = m, .a = a, .send_fn = send_fn, .receive_fn = receive_fn, .user = user};
   s.nblocks = blk_assigner_nblocks(a);
   s.me = blk__comm_rank(m->comm);
-  /* A reference cannot be spilled, so under a budget every message is whole
-   * in itself (as the array collectives do). */
-  s.refs = !blk__budget_active(&m->budget);
+  /* A reference cannot be spilled, so under a budget that may swap a block
+   * out every message is whole in itself (as the array collectives do); one
+   * that holds every block counts as none. */
+  s.refs = !blk__budget_may_swap(&m->budget);
   blk_partners *p = NULL;
   int rc = BLK_OK, nlocal = blk__table_count(&m->table);
   /* A bad config aborts (rather than returns): every rank then returns the

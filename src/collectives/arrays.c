@@ -287,14 +287,14 @@ static int check_call(blk_master *m, const blk_assigner *a, const blk_arrays *s,
 }
 
 /* Whether messages may refer to the blocks' arrays instead of copying them:
- * not under a memory budget, where a block (and its array) may leave memory
- * while a message still refers to it. The round functions that use it
+ * not where a memory budget may swap a block (and its array) out while a
+ * message still refers to it. The round functions that use it
  * never change bytes they sent before the operation ends: a merge child is
  * done once it sent, a broadcast only reads what it sends, and SPLIT writes
  * only ranges other than those it sent. The driver waits for remote sends
  * of references to complete before it returns. */
 static int refs_allowed(const blk_master *m) {
-  return !blk__budget_active(&m->budget);
+  return !blk__budget_may_swap(&m->budget);
 }
 
 /* A broadcasting round's message from another rank is the whole array a
@@ -456,7 +456,7 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const 
    * and TREE makes two where SPLIT makes four (docs/out-of-core.md). Only
    * one rank looks at its budget here, so every rank still picks alike. */
   if (blk_assigner_nblocks(a) > nranks) {
-    int ooc = m && blk__budget_active(&m->budget);
+    int ooc = m && blk__budget_may_swap(&m->budget);
     return nranks > 1 || small || ooc ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
   }
   return small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;

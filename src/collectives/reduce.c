@@ -301,7 +301,7 @@ static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
  * only (the block must stay in memory). */
 static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
   rstate *s = ctx;
-  if (blk__budget_active(&s->m->budget)) return 0;
+  if (blk__budget_may_swap(&s->m->budget)) return 0;
   int lid = blk__table_lid(&s->m->table, msg->dst_gid);
   if (lid < 0) return 0;
   rblock *b = &s->rb[lid];

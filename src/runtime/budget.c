@@ -69,6 +69,12 @@ int blk__budget_active(const blk__budget *b) {
   return b->max_blocks > 0 || b->max_bytes > 0;
 }
 
+int blk__budget_may_swap(const blk__budget *b) {
+  const int count = blk__table_count(b->table);
+  if (b->max_bytes > 0) return 1;
+  return b->max_blocks > 0 && (b->max_blocks < count || b->resident < count);
+}
+
 int blk__budget_resident(const blk__budget *b, int lid) {
   return blk__table_at(b->table, lid)->resident;
 }

@@ -92,6 +92,11 @@ typedef struct blk__budget {
 int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *set, int rank);
 void blk__budget_free(blk__budget *b);
 int blk__budget_active(const blk__budget *b);
+/* Whether an operation starting now may see a block leave memory or find
+ * one out: a budget that holds every block of the table (by count, with no
+ * byte limit, and all of them in) never evicts, so what is safe in core is
+ * safe under it (references to blocks' memory, receiving into a block). */
+int blk__budget_may_swap(const blk__budget *b);
 
 /* Makes block lid resident and pins it (loading it, and evicting others to
  * make room, if needed). Returns 0, BLK__BUDGET_FULL (nothing evictable now),
