@@ -567,10 +567,12 @@ static int passes(const bench *b) {
 }
 
 /* All_reduce's algorithm in core (ooc = 0) or out of core (1): AUTO may
- * pick differently. Collective. */
+ * pick differently. Out of core it asks a master holding the blocks with
+ * room for one, since a budget that holds every block counts as none.
+ * Collective. */
 static const char *algorithm_name(bench *b, int ooc) {
   blk_arrays spec = array_spec(b);
-  blk_master *m = ooc ? empty_master(b, 1) : NULL;
+  blk_master *m = ooc ? make_master(b, 1) : NULL;
   blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(m, b->a, &spec);
   blk_master_destroy(m);
   switch (alg) {
