@@ -7,6 +7,9 @@
  *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
  *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, AUTO   MPI_Allreduce
  *   all-to-all      blk_all_to_all_with (placed)      MPI_Alltoall
+ *   scan            blk_arrays_scan (inclusive)       MPI_Scan (float sum)
+ *   all-gather      blk_arrays_all_gather             MPI_Allgather (a block's piece
+ *                                                     is count / blocks elements)
  *   agreement       blk_master_foreach, no-op callbacks MPI_Allreduce (1 int, MIN)
  *                   (the cost of a collective's closing agreement, which
  *                   makes a failure on any rank every rank's; no data, so
@@ -57,6 +60,8 @@ enum {
   ALL_REDUCE_BUTTERFLY,
   ALL_REDUCE_AUTO,
   ALL_TO_ALL,
+  SCAN,
+  ALL_GATHER,
   AGREEMENT,
   NPATTERNS
 };
@@ -74,6 +79,8 @@ static const pattern_info patterns[NPATTERNS] = {
     {"all_reduce_butterfly", "blk_arrays_all_reduce (BUTTERFLY)", "MPI_Allreduce"},
     {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
     {"all_to_all", "blk_all_to_all_with (placed)", "MPI_Alltoall"},
+    {"scan", "blk_arrays_scan (inclusive)", "MPI_Scan"},
+    {"all_gather", "blk_arrays_all_gather", "MPI_Allgather"},
     {"agreement", "blk_master_foreach (no-op callbacks)", "MPI_Allreduce (1 int)"},
 };
 
@@ -186,6 +193,15 @@ static void sums(float *t, int n) {
   }
 }
 
+/* want[i]: the sum over gids (or ranks) 0..upto of value(g, i), by i mod PERIOD. */
+static void prefix_sums(float want[PERIOD], int upto) {
+  for (size_t i = 0; i < PERIOD; i++) {
+    float s = 0;
+    for (int g = 0; g <= upto; g++) s += value(g, i);
+    want[i] = s;
+  }
+}
+
 static int is_a2a(int pattern) {
   return pattern == ALL_TO_ALL;
 }
@@ -286,8 +302,14 @@ static void setup_blocks(bench *b) {
         for (size_t j = 0; j < b->chunk; j++)
           bl->orig[(size_t)d * b->chunk + j] = byte_of(bl->gid, d, j);
     } else {
+      /* An all-gather starts with its own piece only; the rest NaN, so a
+       * piece that never arrives shows. */
       float *v = (float *)(void *)bl->orig;
-      for (size_t i = 0; i < b->count; i++) v[i] = value(bl->gid, i);
+      size_t from = blk_arrays_piece_begin(b->count, b->nblocks, bl->gid);
+      size_t to = blk_arrays_piece_begin(b->count, b->nblocks, bl->gid + 1);
+      if (b->pattern == ALL_GATHER) memset(bl->orig, 0xFF, bl->bytes);
+      for (size_t i = 0; i < b->count; i++)
+        if (b->pattern != ALL_GATHER || (i >= from && i < to)) v[i] = value(bl->gid, i);
     }
     memcpy(bl->data, bl->orig, bl->bytes);
     memset(bl->recv, 0, bl->bytes);
@@ -383,6 +405,12 @@ static void blk_run(bench *b) {
       rc = blk_all_to_all_with(b->m, b->a, b->o.k, !b->o.halving, a2a_send, a2a_receive, &cfg, b);
       break;
     }
+    case SCAN:
+      rc = blk_arrays_scan(b->m, b->a, &spec, BLK_SCAN_INCLUSIVE);
+      break;
+    case ALL_GATHER:
+      rc = blk_arrays_all_gather(b->m, b->a, &spec);
+      break;
     case AGREEMENT:
       rc = blk_master_foreach(b->m, count_call, NULL);
       break;
@@ -432,6 +460,15 @@ static void mpi_run(bench *b) {
       rc = MPI_Alltoall(b->send, (int)b->mpi_chunk, MPI_BYTE, b->recv, (int)b->mpi_chunk, MPI_BYTE,
                         MPI_COMM_WORLD);
       break;
+    case SCAN:
+      rc = MPI_Scan(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      break;
+    case ALL_GATHER: {
+      int piece = n / b->size;
+      rc = MPI_Allgather((float *)(void *)b->send + (size_t)b->rank * (size_t)piece, piece,
+                         MPI_FLOAT, b->recv, piece, MPI_FLOAT, MPI_COMM_WORLD);
+      break;
+    }
     case AGREEMENT:
       rc = MPI_Allreduce(&b->rank, b->recv, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       break;
@@ -500,6 +537,17 @@ static void check_blk(const bench *b) {
         check_floats(b, "blk", bl->gid, v, blk_arrays_piece_begin(b->count, b->nblocks, bl->gid),
                      blk_arrays_piece_begin(b->count, b->nblocks, bl->gid + 1), b->sum_blocks, 0);
         break;
+      case SCAN: {
+        float want[PERIOD];
+        prefix_sums(want, bl->gid);
+        check_floats(b, "blk", bl->gid, v, 0, b->count, want, 0);
+        break;
+      }
+      case ALL_GATHER:
+        for (int g = 0; g < b->nblocks; g++)
+          check_floats(b, "blk", bl->gid, v, blk_arrays_piece_begin(b->count, b->nblocks, g),
+                       blk_arrays_piece_begin(b->count, b->nblocks, g + 1), NULL, g);
+        break;
       case AGREEMENT:
         if (bl->calls != 1)
           die(b, "WRONG RESULT: agreement, blk: gid %d ran %d times in one foreach", bl->gid,
@@ -550,6 +598,18 @@ static void check_mpi(const bench *b) {
           if (b->recv[(size_t)q * b->mpi_chunk + j] != byte_of(q, b->rank, j))
             die(b, "WRONG RESULT: all_to_all, MPI: rank %d byte %zu from rank %d", b->rank, j, q);
       break;
+    case SCAN: {
+      float want[PERIOD];
+      prefix_sums(want, b->rank);
+      check_floats(b, "MPI", b->rank, recv, 0, b->mpi_count, want, 0);
+      break;
+    }
+    case ALL_GATHER: {
+      size_t piece = b->mpi_count / (size_t)b->size;
+      for (int q = 0; q < b->size; q++)
+        check_floats(b, "MPI", b->rank, recv, (size_t)q * piece, (size_t)(q + 1) * piece, NULL, q);
+      break;
+    }
     case AGREEMENT: {
       int lowest;
       memcpy(&lowest, b->recv, sizeof lowest);
@@ -633,7 +693,8 @@ static void traffic(const bench *b, double *inside, double *across) {
     spec.algorithm = algorithm_of(b->pattern);
     alg = blk_arrays_all_reduce_algorithm(b->m, b->a, &spec);
   }
-  int n = b->nblocks, split = b->pattern == REDUCE_SCATTER || alg == BLK_ARRAYS_SPLIT;
+  int n = b->nblocks,
+      split = b->pattern == REDUCE_SCATTER || b->pattern == ALL_GATHER || alg == BLK_ARRAYS_SPLIT;
   int *gids = xmalloc((size_t)n * sizeof *gids);
   blk_partners *p = NULL;
   int rc = 0;
@@ -657,8 +718,9 @@ static void traffic(const bench *b, double *inside, double *across) {
         at[x] = there;
       }
     free(at);
-  } else if (alg == BLK_ARRAYS_BUTTERFLY) {
-    /* every block sends its whole array to every other member of its group */
+  } else if (alg == BLK_ARRAYS_BUTTERFLY || b->pattern == SCAN) {
+    /* every block sends its whole array to every other member of its group
+     * (a scan: its range's total) */
     rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, 1);
     if (rc) die(b, "partners: %s", blk_last_error());
     for (int e = 0; e < blk_partners_rounds(p); e++)
@@ -676,7 +738,7 @@ static void traffic(const bench *b, double *inside, double *across) {
         int lo, hi, k = blk_partners_out(p, e, g, gids, n);
         split_share(p, n, g, e, &lo, &hi);
         int width = (hi - lo) / k;
-        for (int j = 0; j < k; j++)
+        for (int j = 0; j < k && b->pattern != ALL_GATHER; j++)
           account(b, g, gids[j], piece_bytes(b, lo + j * width, lo + (j + 1) * width), inside,
                   across);
         if (b->pattern == REDUCE_SCATTER) continue;
@@ -712,6 +774,7 @@ static void print_header(const bench *b, int pattern) {
   const char *order =
       pattern == ALL_TO_ALL ? (b->o.halving ? ", halving order" : ", contiguous order")
       : pattern == REDUCE_SCATTER || pattern == ALL_REDUCE_SPLIT ? ", halving order (fixed)"
+      : pattern == ALL_GATHER ? ", halving order backwards (fixed)"
       : pattern == ALL_REDUCE_AUTO                               ? ""
                                                                  : ", contiguous order (fixed)";
   printf("\n### %s: %s vs %s\n\n", patterns[pattern].name, patterns[pattern].blk,
@@ -845,7 +908,7 @@ static const char usage[] =
     "  --patterns LIST                  of reduce, broadcast, reduce_scatter, all_reduce (its\n"
     "                                   four), all_reduce_tree, all_reduce_split,\n"
     "                                   all_reduce_butterfly, all_reduce_auto, all_to_all,\n"
-    "                                   agreement, all (the default)\n"
+    "                                   scan, all_gather, agreement, all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 
@@ -1038,9 +1101,11 @@ int main(int argc, char **argv) {
       b->mpi_chunk = bytes / (size_t)b->size;
       int blk_ok = !o->mpi_only && (is_a2a(pat) ? b->chunk > 0 : b->count > 0);
       int mpi_ok = !o->blk_only && (is_a2a(pat)             ? b->mpi_chunk > 0
-                                    : pat == REDUCE_SCATTER ? b->mpi_count >= (size_t)b->size
-                                                            : b->mpi_count > 0);
-      if (pat == REDUCE_SCATTER) b->mpi_count -= b->mpi_count % (size_t)b->size;
+                                    : pat == REDUCE_SCATTER || pat == ALL_GATHER
+                                        ? b->mpi_count >= (size_t)b->size
+                                        : b->mpi_count > 0);
+      if (pat == REDUCE_SCATTER || pat == ALL_GATHER)
+        b->mpi_count -= b->mpi_count % (size_t)b->size;
       r.reps = o->reps ? o->reps : auto_reps(bytes);
       int warmup = o->warmup >= 0 ? o->warmup : r.reps / 10 < 2 ? 2 : r.reps / 10;
       if (mpi_ok) {

@@ -136,6 +136,42 @@ int blk_arrays_broadcast(blk_master *m, const blk_assigner *a, const blk_arrays 
  * n blocks as equal as the count allows). Errors as blk_arrays_all_reduce. */
 int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
 
+/* Every block's array becomes every block's piece in gid order: block g
+ * brings elements [blk_arrays_piece_begin(count, n, g), ..(g + 1)) of its
+ * own array, and afterwards every array holds all n pieces (MPI_Allgather's
+ * job, in place). op is not used (it must be valid); spec->k is the radix.
+ * It runs the reduce-scatter's swap rounds backwards (halving order
+ * reversed), a block's share growing k-fold a round: about (n-1)/n of the
+ * array reaches each block, each byte once. Errors as
+ * blk_arrays_all_reduce; after a failure a block holds the pieces it had
+ * gathered before the round it missed. */
+int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays *spec);
+
+/* Which prefixes blk_arrays_scan computes. */
+typedef enum blk_scan_kind {
+  BLK_SCAN_INCLUSIVE = 0, /* block g: the op over blocks 0..g (MPI_Scan's job) */
+  BLK_SCAN_EXCLUSIVE = 1  /* block g: the op over blocks 0..g-1 (MPI_Exscan's job); block 0
+                           * gets the op's identity: 0 for a sum, the type's largest value for
+                           * MIN (+infinity for floats), its smallest for MAX (-infinity) */
+} blk_scan_kind;
+
+/* Every block's array becomes the element-wise op over the arrays of the
+ * blocks before it in gid order (exclusive) or up to and including it
+ * (inclusive): a prefix over blocks, e.g. the output offset of each block
+ * from counts. spec->algorithm is not used (it must be valid); spec->k is
+ * the radix. It runs log_k(n) swap rounds (contiguous order): in each, a
+ * block sends the total of the gid range it stands for to the k-1 others
+ * of its group, adds the totals of the members before it to its prefix and
+ * all of them to its total: R (alpha + (k-1) beta m + k gamma m). Every
+ * block's result comes from the same combines in the same order on any
+ * number of ranks and threads, in core or out (bit-identical; a float sum
+ * may differ from a left-to-right sum in its last bits). Errors as
+ * blk_arrays_all_reduce; after a failure, arrays are partial (a block that
+ * failed or depended on one holds what it had before the round it missed,
+ * a prefix of part of its range or a range total). */
+int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                    blk_scan_kind kind);
+
 /* Where piece g of count elements over n blocks begins: floor(g * count / n). */
 size_t blk_arrays_piece_begin(size_t count, int nblocks, int g);
 

@@ -7,6 +7,7 @@
  */
 #include "base/combine.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #define BLK__LOOPS(T, S)                                               \
@@ -37,6 +38,29 @@ void blk__combine(blk_type t, blk_op op, void *restrict acc, const void *restric
       break;
     case BLK_INT64:
       BLK__LOOPS(int64_t, uint64_t);
+      break;
+  }
+}
+
+#define BLK__FILL(T, MINV, MAXV)                                       \
+  do {                                                                 \
+    T *x = a, v = op == BLK_OP_SUM ? (T)0 : op == BLK_OP_MIN ? MAXV : MINV; \
+    for (size_t i = 0; i < n; i++) x[i] = v;                           \
+  } while (0)
+
+void blk__identity(blk_type t, blk_op op, void *a, size_t n) {
+  switch (t) {
+    case BLK_FLOAT:
+      BLK__FILL(float, -INFINITY, INFINITY);
+      break;
+    case BLK_DOUBLE:
+      BLK__FILL(double, -(double)INFINITY, (double)INFINITY);
+      break;
+    case BLK_INT32:
+      BLK__FILL(int32_t, INT32_MIN, INT32_MAX);
+      break;
+    case BLK_INT64:
+      BLK__FILL(int64_t, INT64_MIN, INT64_MAX);
       break;
   }
 }

@@ -18,4 +18,10 @@
  * sums wrap (done in unsigned arithmetic), as blk_proxy_all_reduce_i64's do. */
 void blk__combine(blk_type t, blk_op op, void *restrict acc, const void *restrict in, size_t n);
 
+/* a[i] = the identity of op for i < n, the value x with x op y == y for
+ * every y: 0 for a sum; for MIN the type's largest value (+infinity for
+ * floats), for MAX its smallest (-infinity). What an exclusive scan gives
+ * the first block. */
+void blk__identity(blk_type t, blk_op op, void *a, size_t n);
+
 #endif

@@ -239,6 +239,128 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
   return BLK_OK;
 }
 
+/* Scan: block g's prefix over the blocks before it (exclusive) or up to it
+ * (inclusive). Swap rounds in contiguous order, so that after rounds
+ * 0..e-1 a block stands for a gid range of its own, and the members of its
+ * round-e group stand for adjacent ranges in the order of their positions.
+ * A block carries two arrays: its range's total T (in the block's array,
+ * which is what it sends its group) and its prefix P (in the message it
+ * sends itself, which also takes it out of core with the block). In round
+ * e the block at position d gets the totals T_0..T_(k-1) of its group and
+ *     L = T_0 op ... op T_(d-1),   P = L op P,   T = L op T_d op ... op T_(k-1),
+ * every member combining in position order, so the group's totals agree to
+ * the bit. After the last round the array takes P. */
+typedef struct scan_job {
+  job j; /* first: reduce() passes it */
+  int inclusive;
+} scan_job;
+
+static int out_index(blk_proxy *p, int gid) {
+  for (int i = 0; i < blk_proxy_out_count(p); i++)
+    if (blk_proxy_out_gid(p, i) == gid) return i;
+  return -1;
+}
+
+static int in_index(blk_proxy *p, int gid) {
+  for (int i = 0; i < blk_proxy_in_count(p); i++)
+    if (blk_proxy_in_gid(p, i) == gid) return i;
+  return -1;
+}
+
+/* The prefix P, whose queue is the block's own (round 0: made here). */
+static blk_buffer *scan_prefix(const scan_job *s, blk_proxy *p, int gid, const unsigned char *a,
+                               size_t bytes) {
+  const job *j = &s->j;
+  if (blk_proxy_round(p) > 0) {
+    int i = in_index(p, gid);
+    if (i < 0) blk__proxy_misuse(p, "arrays: scan: gid %d has no message from itself", gid);
+    check_size(p, i, bytes);
+    return blk_proxy_incoming(p, i);
+  }
+  blk_buffer *q = blk_proxy_outgoing(p, out_index(p, gid));
+  unsigned char *at = blk_buffer_append(q, bytes);
+  if (!at) return NULL;
+  if (s->inclusive)
+    memcpy(at, a, bytes);
+  else
+    blk__identity(j->spec->type, j->spec->op, at, j->spec->count);
+  return q;
+}
+
+static int scan_round(void *block, blk_proxy *p, void *user) {
+  const scan_job *s = user;
+  const job *j = &s->j;
+  const blk_arrays *spec = j->spec;
+  int gid = blk_proxy_gid(p), r = blk_proxy_round(p), R = blk_partners_rounds(j->p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t bytes = spec->count * j->elem;
+  if (R == 0) { /* one block: its prefix is itself, or nothing */
+    if (!s->inclusive) blk__identity(spec->type, spec->op, a, spec->count);
+    return BLK_OK;
+  }
+  blk_buffer *pq = scan_prefix(s, p, gid, a, bytes);
+  if (!pq || blk_buffer_error(pq))
+    return blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte prefix", gid,
+                     bytes);
+  unsigned char *prefix = pq->data;
+  if (r > 0) {
+    /* The group's totals by position; this block's is its array. */
+    int k = blk_partners_round_radix(j->p, r - 1), d = blk_partners_round_position(j->p, r - 1, gid);
+    const unsigned char *tot[64], **t = k <= 64 ? tot : blk__calloc((size_t)k, sizeof *t);
+    unsigned char *acc = d > 0 ? blk__malloc(bytes ? bytes : 1) : a;
+    if (!t || !acc) {
+      if (t != tot) free(t);
+      if (acc != a) free(acc);
+      return blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte array", gid,
+                       bytes);
+    }
+    for (int i = 0; i < k; i++) t[i] = NULL;
+    t[d] = a;
+    for (int i = 0; i < blk_proxy_in_count(p); i++) {
+      int src = blk_proxy_in_gid(p, i);
+      if (src == gid) continue;
+      int at = blk_partners_round_position(j->p, r - 1, src);
+      if (at < 0 || at >= k || t[at])
+        blk__proxy_misuse(p, "arrays: scan: gid %d from gid %d, at place %d of %d", gid, src, at,
+                          k);
+      check_size(p, i, bytes);
+      t[at] = blk_proxy_dequeue_view(p, i, bytes);
+    }
+    for (int i = 0; i < k; i++)
+      if (!t[i]) blk__proxy_misuse(p, "arrays: scan: gid %d has no total from place %d", gid, i);
+    /* L = T_0 op ... op T_(d-1) in acc; P = L op P; then T in acc. */
+    if (d > 0) {
+      memcpy(acc, t[0], bytes);
+      for (int i = 1; i < d; i++) blk__combine(spec->type, spec->op, acc, t[i], spec->count);
+      blk__combine(spec->type, spec->op, prefix, acc, spec->count);
+    }
+    for (int i = d > 0 ? d : 1; i < k; i++)
+      blk__combine(spec->type, spec->op, acc, t[i], spec->count);
+    if (acc != a) {
+      memcpy(a, acc, bytes);
+      free(acc);
+    }
+    if (t != tot) free(t);
+  }
+  if (r == R) {
+    memcpy(a, prefix, bytes);
+    return BLK_OK;
+  }
+  /* On: the total to the group (a copy: the array changes next round, while
+   * the others may still read it), the prefix to itself (its storage). */
+  int self = out_index(p, gid);
+  if (r > 0) {
+    blk_buffer_rewind(pq);
+    blk_buffer_swap(blk_proxy_outgoing(p, self), pq);
+  }
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    if (i == self) continue;
+    int rc = blk_proxy_enqueue(p, i, a, bytes);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
 int blk_arrays_init(blk_arrays *spec, unsigned int version) {
   static const blk_arrays defaults = BLK_ARRAYS_INIT;
   if (!spec) return blk__fail(BLK_EINVAL, "arrays: init: spec is NULL");
@@ -436,6 +558,35 @@ int blk_arrays_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *sp
 
 int blk_arrays_broadcast(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
   return run(m, a, spec, BLK_BROADCAST, 1, tree_round, 1);
+}
+
+int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                    blk_scan_kind kind) {
+  if (kind != BLK_SCAN_INCLUSIVE && kind != BLK_SCAN_EXCLUSIVE)
+    return blk__fail(BLK_EINVAL, "arrays: scan: unknown kind %d", (int)kind);
+  size_t elem = 0;
+  int rc = check_call(m, a, spec, &elem);
+  if (rc) return rc;
+  int n = blk_assigner_nblocks(a);
+  blk_partners *p = partners(m, (int)BLK_SWAP, n, spec->k, 1, NULL, &rc);
+  if (!p) return rc;
+  scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE}, kind == BLK_SCAN_INCLUSIVE};
+  return reduce(m, a, p, scan_round, &s.j);
+}
+
+int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
+  size_t elem = 0;
+  int rc = check_call(m, a, spec, &elem);
+  if (rc) return rc;
+  /* SPLIT's second half alone: a block starts with its piece, the share
+   * the reduce-scatter would have left it. */
+  int n = blk_assigner_nblocks(a);
+  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, NULL, &rc);
+  if (!p) return rc;
+  blk_partners *back = partners(m, -1, n, spec->k, 0, p, &rc);
+  if (!back) return rc;
+  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE};
+  return reduce(m, a, back, gather_round, &j); /* j.p: the scatter's, for the shares */
 }
 
 int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {

@@ -7,12 +7,17 @@
  * (and primes), k = 2, 3, 4, the four types, the three ops, every algorithm,
  * and counts below and above the number of blocks and the SPLIT threshold.
  * Sums of inexact doubles must end with the same bits in every block.
+ * The all-gather against each element's owner's start value (every other
+ * element starts as a value no block has). Scans (inclusive and exclusive)
+ * against the prefix over gids done here;
+ * the exclusive scan's first block against the op's identity.
  *
  *   test_arrays --threads T [--mem-blocks N] [--quick]
  * --quick runs fewer block counts, lengths and radices (for out-of-core and
  * sanitizer runs, where every swap is slow).
  */
 #include <blk/blk.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +35,8 @@ typedef struct ctx {
   blk_type type;
   blk_op op;
   int nblocks;
-  int what; /* 0 all-reduce, 1 reduce, 2 broadcast, 3 reduce-scatter */
+  int what; /* 0 all-reduce, 1 reduce, 2 broadcast, 3 reduce-scatter, 4 inclusive scan,
+             * 5 exclusive scan, 6 all-gather */
 } ctx;
 
 static const size_t max_count = 20000;
@@ -106,22 +112,56 @@ static void *array_of(void *data, int gid, void *user) {
   return b->data;
 }
 
+/* Every block's array from start(); for the all-gather, its own piece from
+ * start() and the rest -1000 - gid, which must all be overwritten. */
 static int fill(void *data, blk_proxy *p, void *user) {
   (void)p;
   ctx *c = user;
   block *b = data;
-  for (size_t i = 0; i < c->count; i++) put(b->data, c->type, i, start(b->gid, i));
+  size_t from = blk_arrays_piece_begin(c->count, c->nblocks, b->gid);
+  size_t to = blk_arrays_piece_begin(c->count, c->nblocks, b->gid + 1);
+  for (size_t i = 0; i < c->count; i++)
+    put(b->data, c->type, i,
+        c->what != 6 || (i >= from && i < to) ? start(b->gid, i) : -1000 - b->gid);
   return 0;
 }
 
-static int64_t expected(const ctx *c, size_t i) {
+/* The block whose piece holds element i of count over n blocks. */
+static int piece_of(size_t count, int n, size_t i) {
+  int g = 0;
+  while (g + 1 < n && blk_arrays_piece_begin(count, n, g + 1) <= i) g++;
+  return g;
+}
+
+/* Element i of gid's result (not for the exclusive scan's gid 0). */
+static int64_t expected(const ctx *c, int gid, size_t i) {
   int64_t v = start(0, i);
   if (c->what == 2) return v;
-  for (int g = 1; g < c->nblocks; g++) {
+  if (c->what == 6) return start(piece_of(c->count, c->nblocks, i), i);
+  int upto = c->what == 4 ? gid + 1 : c->what == 5 ? gid : c->nblocks;
+  for (int g = 1; g < upto; g++) {
     int64_t x = start(g, i);
     v = c->op == BLK_OP_SUM ? v + x : c->op == BLK_OP_MIN ? (x < v ? x : v) : (x > v ? x : v);
   }
   return v;
+}
+
+/* Whether element i is the identity of c's op: 0, or the type's largest
+ * (MIN) or smallest (MAX) value, infinite for floats. */
+static int is_identity(const ctx *c, const void *a, size_t i) {
+  if (c->op == BLK_OP_SUM) return get(a, c->type, i) == 0;
+  int up = c->op == BLK_OP_MIN;
+  switch (c->type) {
+    case BLK_FLOAT:
+      return ((const float *)a)[i] == (up ? INFINITY : -INFINITY);
+    case BLK_DOUBLE:
+      return ((const double *)a)[i] == (up ? (double)INFINITY : -(double)INFINITY);
+    case BLK_INT32:
+      return ((const int32_t *)a)[i] == (up ? INT32_MAX : INT32_MIN);
+    case BLK_INT64:
+      return ((const int64_t *)a)[i] == (up ? INT64_MAX : INT64_MIN);
+  }
+  return 0;
 }
 
 static int verify(void *data, blk_proxy *p, void *user) {
@@ -134,11 +174,15 @@ static int verify(void *data, blk_proxy *p, void *user) {
     from = blk_arrays_piece_begin(c->count, c->nblocks, b->gid);
     to = blk_arrays_piece_begin(c->count, c->nblocks, b->gid + 1);
   }
+  if (c->what == 5 && b->gid == 0) { /* the op's identity */
+    for (size_t i = 0; i < c->count; i++) CHECK_MSG(is_identity(c, b->data, i), "gid 0 element %zu", i);
+    return 0;
+  }
   for (size_t i = from; i < to; i++)
-    CHECK_MSG(get(b->data, c->type, i) == expected(c, i),
+    CHECK_MSG(get(b->data, c->type, i) == expected(c, b->gid, i),
               "collective %d type %d op %d: gid %d element %zu is %lld, expected %lld", c->what,
               (int)c->type, (int)c->op, b->gid, i, (long long)get(b->data, c->type, i),
-              (long long)expected(c, i));
+              (long long)expected(c, b->gid, i));
   return 0;
 }
 
@@ -182,6 +226,32 @@ static int near_sum(void *data, blk_proxy *p, void *user) {
               "gid %d element %zu is %.17g, expected about %.17g", b->gid, i, b->data[i], want);
   }
   return 0;
+}
+
+/* An inclusive scan of inexact doubles: near the prefix over gids. */
+static int near_prefix(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  block *b = data;
+  for (size_t i = 0; i < 100; i++) {
+    double want = 0;
+    for (int g = 0; g <= b->gid; g++) want += inexact(g, i);
+    CHECK_MSG(b->data[i] > want - 1e-9 && b->data[i] < want + 1e-9,
+              "scan: gid %d element %zu is %.17g, expected about %.17g", b->gid, i, b->data[i],
+              want);
+  }
+  return 0;
+}
+
+static void scan_inexact(blk_master *m, const blk_assigner *a, int k) {
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = 100;
+  spec.type = BLK_DOUBLE;
+  spec.k = k;
+  CHECK_OK(blk_master_foreach(m, fill_inexact, NULL));
+  CHECK_OK(blk_arrays_scan(m, a, &spec, BLK_SCAN_INCLUSIVE));
+  CHECK_OK(blk_master_foreach(m, near_prefix, NULL));
 }
 
 /* An all-reduce of doubles whose sum depends on the order must leave the
@@ -255,7 +325,7 @@ int main(int argc, char **argv) {
     }
     for (int li = quick ? 1 : 0; li < 4; li += quick ? 2 : 1)
       for (int k = 2; k <= 4; k += quick ? 2 : 1)
-        for (int what = 0; what < 4; what++)
+        for (int what = 0; what < 7; what++)
           for (int ai = 0; ai < 4; ai++) {
             static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
                                                         BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_AUTO};
@@ -275,17 +345,26 @@ int main(int argc, char **argv) {
             if (what == 1) CHECK_OK(blk_arrays_reduce(m, a, &spec));
             if (what == 2) CHECK_OK(blk_arrays_broadcast(m, a, &spec));
             if (what == 3) CHECK_OK(blk_arrays_reduce_scatter(m, a, &spec));
+            if (what == 6) CHECK_OK(blk_arrays_all_gather(m, a, &spec));
+            if (what == 4 || what == 5)
+              CHECK_OK(blk_arrays_scan(m, a, &spec,
+                                       what == 4 ? BLK_SCAN_INCLUSIVE : BLK_SCAN_EXCLUSIVE));
             CHECK_OK(blk_master_foreach(m, verify, &c));
             runs++;
           }
-    for (int k = 2; k <= 4; k++)
+    for (int k = 2; k <= 4; k++) {
       for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_BUTTERFLY; alg++)
         same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
+      scan_inexact(m, a, k);
+    }
     blk_arrays bad = BLK_ARRAYS_INIT;
     bad.array = array_of;
     bad.k = 1;
     blk_log_set_level(BLK_LOG_NONE);
     CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "k = 1");
+    CHECK_ERR(blk_arrays_scan(m, a, &bad, BLK_SCAN_INCLUSIVE), BLK_EINVAL, "k = 1");
+    bad.k = 2;
+    CHECK_ERR(blk_arrays_scan(m, a, &bad, (blk_scan_kind)7), BLK_EINVAL, "kind 7");
     bad.k = 2;
     bad.type = (blk_type)9;
     CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "type 9");
