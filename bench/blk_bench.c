@@ -5,7 +5,8 @@
  *   merge-reduce    blk_arrays_reduce (TREE)          MPI_Reduce (float sum)
  *   broadcast       blk_arrays_broadcast (TREE)       MPI_Bcast
  *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
- *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, AUTO   MPI_Allreduce
+ *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, RING,
+ *                   SEGMENTED_RING (64 KiB segments), AUTO          MPI_Allreduce
  *   all-to-all      blk_all_to_all_with (placed)      MPI_Alltoall
  *   scan            blk_arrays_scan (inclusive)       MPI_Scan (float sum)
  *   all-gather      blk_arrays_all_gather             MPI_Allgather (a block's piece
@@ -58,6 +59,8 @@ enum {
   ALL_REDUCE_TREE,
   ALL_REDUCE_SPLIT,
   ALL_REDUCE_BUTTERFLY,
+  ALL_REDUCE_RING,
+  ALL_REDUCE_SEGMENTED_RING,
   ALL_REDUCE_AUTO,
   ALL_TO_ALL,
   SCAN,
@@ -77,6 +80,8 @@ static const pattern_info patterns[NPATTERNS] = {
     {"all_reduce_tree", "blk_arrays_all_reduce (TREE)", "MPI_Allreduce"},
     {"all_reduce_split", "blk_arrays_all_reduce (SPLIT)", "MPI_Allreduce"},
     {"all_reduce_butterfly", "blk_arrays_all_reduce (BUTTERFLY)", "MPI_Allreduce"},
+    {"all_reduce_ring", "blk_arrays_all_reduce (RING)", "MPI_Allreduce"},
+    {"all_reduce_segmented_ring", "blk_arrays_all_reduce (SEGMENTED_RING)", "MPI_Allreduce"},
     {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
     {"all_to_all", "blk_all_to_all_with (placed)", "MPI_Alltoall"},
     {"scan", "blk_arrays_scan (inclusive)", "MPI_Scan"},
@@ -207,15 +212,18 @@ static int is_a2a(int pattern) {
 }
 
 static blk_arrays_algorithm algorithm_of(int pattern) {
-  return pattern == ALL_REDUCE_TREE        ? BLK_ARRAYS_TREE
-         : pattern == ALL_REDUCE_SPLIT     ? BLK_ARRAYS_SPLIT
-         : pattern == ALL_REDUCE_BUTTERFLY ? BLK_ARRAYS_BUTTERFLY
-                                           : BLK_ARRAYS_AUTO;
+  return pattern == ALL_REDUCE_TREE             ? BLK_ARRAYS_TREE
+         : pattern == ALL_REDUCE_SPLIT          ? BLK_ARRAYS_SPLIT
+         : pattern == ALL_REDUCE_BUTTERFLY      ? BLK_ARRAYS_BUTTERFLY
+         : pattern == ALL_REDUCE_RING           ? BLK_ARRAYS_RING
+         : pattern == ALL_REDUCE_SEGMENTED_RING ? BLK_ARRAYS_SEGMENTED_RING
+                                                : BLK_ARRAYS_AUTO;
 }
 
 static int is_all_reduce(int pattern) {
   return pattern == ALL_REDUCE_TREE || pattern == ALL_REDUCE_SPLIT ||
-         pattern == ALL_REDUCE_BUTTERFLY || pattern == ALL_REDUCE_AUTO;
+         pattern == ALL_REDUCE_BUTTERFLY || pattern == ALL_REDUCE_RING ||
+         pattern == ALL_REDUCE_SEGMENTED_RING || pattern == ALL_REDUCE_AUTO;
 }
 
 /* ----------------------------------------------------------------- memcpy */
@@ -395,6 +403,8 @@ static void blk_run(bench *b) {
     case ALL_REDUCE_TREE:
     case ALL_REDUCE_SPLIT:
     case ALL_REDUCE_BUTTERFLY:
+    case ALL_REDUCE_RING:
+    case ALL_REDUCE_SEGMENTED_RING:
     case ALL_REDUCE_AUTO:
       spec.algorithm = algorithm_of(b->pattern);
       rc = blk_arrays_all_reduce(b->m, b->a, &spec);
@@ -718,6 +728,11 @@ static void traffic(const bench *b, double *inside, double *across) {
         at[x] = there;
       }
     free(at);
+  } else if (alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING) {
+    /* 2 (n-1) steps, each a piece (1/n of the array) to gid + 1 */
+    for (int g = 0; g < n && n > 1; g++)
+      for (int q = 0; q < n; q++)
+        account(b, g, (g + 1) % n, 2.0 * (n - 1) / n * piece_bytes(b, q, q + 1), inside, across);
   } else if (alg == BLK_ARRAYS_BUTTERFLY || b->pattern == SCAN) {
     /* every block sends its whole array to every other member of its group
      * (a scan: its range's total) */
@@ -775,8 +790,10 @@ static void print_header(const bench *b, int pattern) {
       pattern == ALL_TO_ALL ? (b->o.halving ? ", halving order" : ", contiguous order")
       : pattern == REDUCE_SCATTER || pattern == ALL_REDUCE_SPLIT ? ", halving order (fixed)"
       : pattern == ALL_GATHER ? ", halving order backwards (fixed)"
-      : pattern == ALL_REDUCE_AUTO                               ? ""
-                                                                 : ", contiguous order (fixed)";
+      : pattern == ALL_REDUCE_RING || pattern == ALL_REDUCE_SEGMENTED_RING
+          ? ", a ring in gid order (k not used)"
+      : pattern == ALL_REDUCE_AUTO ? ""
+                                   : ", contiguous order (fixed)";
   printf("\n### %s: %s vs %s\n\n", patterns[pattern].name, patterns[pattern].blk,
          patterns[pattern].mpi);
   printf(
@@ -906,8 +923,9 @@ static const char usage[] =
     "                                   between 50 and 2000)\n"
     "  --warmup N                       untimed repetitions first (default reps / 10, >= 2)\n"
     "  --patterns LIST                  of reduce, broadcast, reduce_scatter, all_reduce (its\n"
-    "                                   four), all_reduce_tree, all_reduce_split,\n"
-    "                                   all_reduce_butterfly, all_reduce_auto, all_to_all,\n"
+    "                                   six), all_reduce_tree, all_reduce_split,\n"
+    "                                   all_reduce_butterfly, all_reduce_ring,\n"
+    "                                   all_reduce_segmented_ring, all_reduce_auto, all_to_all,\n"
     "                                   scan, all_gather, agreement, all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
@@ -959,7 +977,7 @@ static int parse_patterns(options *o, const char *arg) {
     }
     if (!strcmp(t, "all_reduce")) {
       o->run[ALL_REDUCE_TREE] = o->run[ALL_REDUCE_SPLIT] = o->run[ALL_REDUCE_BUTTERFLY] =
-          o->run[ALL_REDUCE_AUTO] = 1;
+          o->run[ALL_REDUCE_RING] = o->run[ALL_REDUCE_SEGMENTED_RING] = o->run[ALL_REDUCE_AUTO] = 1;
       found = 1;
     }
     for (int i = 0; i < NPATTERNS; i++)
@@ -1100,10 +1118,10 @@ int main(int argc, char **argv) {
       b->mpi_count = bytes / sizeof(float);
       b->mpi_chunk = bytes / (size_t)b->size;
       int blk_ok = !o->mpi_only && (is_a2a(pat) ? b->chunk > 0 : b->count > 0);
-      int mpi_ok = !o->blk_only && (is_a2a(pat)             ? b->mpi_chunk > 0
-                                    : pat == REDUCE_SCATTER || pat == ALL_GATHER
-                                        ? b->mpi_count >= (size_t)b->size
-                                        : b->mpi_count > 0);
+      int mpi_ok = !o->blk_only &&
+                   (is_a2a(pat)                                  ? b->mpi_chunk > 0
+                    : pat == REDUCE_SCATTER || pat == ALL_GATHER ? b->mpi_count >= (size_t)b->size
+                                                                 : b->mpi_count > 0);
       if (pat == REDUCE_SCATTER || pat == ALL_GATHER)
         b->mpi_count -= b->mpi_count % (size_t)b->size;
       r.reps = o->reps ? o->reps : auto_reps(bytes);

@@ -21,6 +21,18 @@
  *                    rounds, half of TREE's, each moving (k-1) whole arrays.
  *                    Latency-optimal (MPI libraries' recursive doubling);
  *                    for small arrays.
+ *   BLK_ARRAYS_RING  a ring over the blocks in gid order: n-1 steps of
+ *                    reduce-scatter (each block passes a piece of 1/n to
+ *                    gid + 1, which adds its own) then n-1 steps of
+ *                    all-gather; 2 (n-1) rounds, each moving m/n per block.
+ *                    Bandwidth-optimal on any n, and every link carries
+ *                    the same load, but its latency grows with n: for
+ *                    large arrays over few blocks (one per rank).
+ *   BLK_ARRAYS_SEGMENTED_RING  the ring with each step's piece sent in
+ *                    segments of at most spec->segment bytes, one per
+ *                    round, so that gid + 1 adds a segment while the next
+ *                    is on its way (Open MPI's segmented ring): 2 (n-1) S
+ *                    rounds for S segments a piece.
  *   BLK_ARRAYS_AUTO  with one block per rank (n <= ranks): BUTTERFLY below
  *                    BLK_ARRAYS_SPLIT_BYTES, SPLIT above. With several
  *                    blocks per rank on several ranks: TREE (its early
@@ -61,8 +73,13 @@ typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_AUTO = 0,
   BLK_ARRAYS_TREE = 1,
   BLK_ARRAYS_SPLIT = 2,
-  BLK_ARRAYS_BUTTERFLY = 3
+  BLK_ARRAYS_BUTTERFLY = 3,
+  BLK_ARRAYS_RING = 4,
+  BLK_ARRAYS_SEGMENTED_RING = 5
 } blk_arrays_algorithm;
+
+/* SEGMENTED_RING's segment when spec->segment is 0: 64 KiB. */
+#define BLK_ARRAYS_SEGMENT_BYTES 65536
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers SPLIT (see
  * above): the low end of the range where the two cost the same at 2 ranks
@@ -87,13 +104,16 @@ typedef struct blk_arrays {
   int k;     /* radix of the rounds */
   blk_arrays_algorithm algorithm;
   void *user; /* passed to array */
+  /* Version 2: */
+  size_t segment; /* SEGMENTED_RING's most bytes a message; 0: BLK_ARRAYS_SEGMENT_BYTES */
 } blk_arrays;
 
-/* The layout of blk_arrays in this header. */
-#define BLK_ARRAYS_VERSION 1u
+/* The layout of blk_arrays in this header: 2 added segment (a spec of
+ * version 1 is read without it, as 0). */
+#define BLK_ARRAYS_VERSION 2u
 
 #define BLK_ARRAYS_INIT \
-  { BLK_ARRAYS_VERSION, NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL }
+  { BLK_ARRAYS_VERSION, NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL, 0 }
 
 /* Sets *spec to the defaults of layout version, as BLK_ARRAYS_INIT does.
  * Returns 0, or BLK_EINVAL for a NULL spec or a version this blk does not

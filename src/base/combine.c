@@ -42,10 +42,10 @@ void blk__combine(blk_type t, blk_op op, void *restrict acc, const void *restric
   }
 }
 
-#define BLK__FILL(T, MINV, MAXV)                                       \
-  do {                                                                 \
+#define BLK__FILL(T, MINV, MAXV)                                            \
+  do {                                                                      \
     T *x = a, v = op == BLK_OP_SUM ? (T)0 : op == BLK_OP_MIN ? MAXV : MINV; \
-    for (size_t i = 0; i < n; i++) x[i] = v;                           \
+    for (size_t i = 0; i < n; i++) x[i] = v;                                \
   } while (0)
 
 void blk__identity(blk_type t, blk_op op, void *a, size_t n) {

@@ -32,6 +32,7 @@
 #include "blk/arrays.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@
 #include "blk/reduce.h"
 #include "collectives/reduce_run.h"
 #include "master/master_state.h"
+#include "patterns/partners_ring.h"
 #include "runtime/proxy_state.h"
 
 typedef struct job {
@@ -305,7 +307,8 @@ static int scan_round(void *block, blk_proxy *p, void *user) {
   unsigned char *prefix = pq->data;
   if (r > 0) {
     /* The group's totals by position; this block's is its array. */
-    int k = blk_partners_round_radix(j->p, r - 1), d = blk_partners_round_position(j->p, r - 1, gid);
+    int k = blk_partners_round_radix(j->p, r - 1),
+        d = blk_partners_round_position(j->p, r - 1, gid);
     const unsigned char *tot[64], **t = k <= 64 ? tot : blk__calloc((size_t)k, sizeof *t);
     unsigned char *acc = d > 0 ? blk__malloc(bytes ? bytes : 1) : a;
     if (!t || !acc) {
@@ -361,13 +364,89 @@ static int scan_round(void *block, blk_proxy *p, void *user) {
   return BLK_OK;
 }
 
+/* RING and SEGMENTED_RING (blk/arrays.h). Step t of 2 (n-1): in the first
+ * n-1 steps a block sends piece g - t (mod n) to g + 1 and adds what comes
+ * into piece g - t - 1, so after them it holds the whole op of piece g + 1;
+ * in the last n-1 (s = t - (n-1)) it sends piece g + 1 - s and puts what
+ * comes in place as piece g - s. Each step is S rounds, one segment of the
+ * piece each: round r sends segment r % S of step r / S and takes in what
+ * g - 1 sent in round r - 1. A piece is reduced along one chain of blocks
+ * and then copied, so every block ends with the same bits. Messages are
+ * copies: a block overwrites a piece it sent before g + 1 must have read
+ * it (with S = 1, g + 1 may be a round behind). */
+typedef struct ring_job {
+  job j; /* first: reduce() passes it */
+  int segments;
+} ring_job;
+
+/* The most rounds a (segmented) ring may take. */
+#define RING_MAX_ROUNDS (1 << 24)
+
+static int mod(long v, int n) {
+  long m = v % n;
+  return (int)(m < 0 ? m + n : m);
+}
+
+/* Elements [from, to) of segment seg of piece `piece`. */
+static void ring_span(const ring_job *rj, int piece, int seg, size_t *from, size_t *to) {
+  const job *j = &rj->j;
+  size_t pb = blk_arrays_piece_begin(j->spec->count, j->nblocks, piece);
+  size_t len = blk_arrays_piece_begin(j->spec->count, j->nblocks, piece + 1) - pb;
+  *from = pb + blk_arrays_piece_begin(len, rj->segments, seg);
+  *to = pb + blk_arrays_piece_begin(len, rj->segments, seg + 1);
+}
+
+static int ring_round(void *block, blk_proxy *p, void *user) {
+  const ring_job *rj = user;
+  const job *j = &rj->j;
+  const blk_arrays *spec = j->spec;
+  int gid = blk_proxy_gid(p), r = blk_proxy_round(p), n = j->nblocks, S = rj->segments;
+  int steps = n - 1, R = blk_partners_rounds(j->p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t from, to;
+  if (r > 0) {
+    int t = (r - 1) / S,
+        piece = t < steps ? mod((long)gid - 1 - t, n) : mod((long)gid - (t - steps), n);
+    ring_span(rj, piece, (r - 1) % S, &from, &to);
+    size_t bytes = (to - from) * j->elem;
+    check_size(p, 0, bytes);
+    const void *in = blk_proxy_dequeue_view(p, 0, bytes);
+    if (t < steps)
+      blk__combine(spec->type, spec->op, a + from * j->elem, in, to - from);
+    else if (bytes)
+      memcpy(a + from * j->elem, in, bytes);
+  }
+  if (r < R) {
+    int t = r / S, piece = t < steps ? mod((long)gid - t, n) : mod((long)gid + 1 - (t - steps), n);
+    ring_span(rj, piece, r % S, &from, &to);
+    int rc = blk_proxy_enqueue(p, 0, a + from * j->elem, (to - from) * j->elem);
+    if (rc) return rc;
+  }
+  return BLK_OK;
+}
+
+/* The segments of a piece: 1 for RING; for SEGMENTED_RING, enough that
+ * none is over the segment size. 0 when the rounds would pass
+ * RING_MAX_ROUNDS (the segment is too small for the array). */
+static int ring_segments(const blk_arrays *spec, size_t elem, int n) {
+  if (spec->algorithm != BLK_ARRAYS_SEGMENTED_RING || n < 2) return 1;
+  size_t seg = spec->version >= 2 && spec->segment ? spec->segment : BLK_ARRAYS_SEGMENT_BYTES;
+  size_t per = seg / elem ? seg / elem : 1; /* elements a segment */
+  size_t piece = spec->count / (size_t)n + (spec->count % (size_t)n != 0);
+  size_t S = piece / per + (piece % per != 0);
+  if (S < 1) S = 1;
+  if (S > (size_t)RING_MAX_ROUNDS / (2 * (size_t)(n - 1))) return 0;
+  return (int)S;
+}
+
 int blk_arrays_init(blk_arrays *spec, unsigned int version) {
   static const blk_arrays defaults = BLK_ARRAYS_INIT;
   if (!spec) return blk__fail(BLK_EINVAL, "arrays: init: spec is NULL");
   if (version < 1 || version > BLK_ARRAYS_VERSION)
     return blk__fail(BLK_EINVAL, "arrays: init: version %u; this blk knows 1..%u", version,
                      BLK_ARRAYS_VERSION);
-  *spec = defaults; /* (one layout so far) */
+  /* Only the fields of that layout: a caller built against it has no more. */
+  memcpy(spec, &defaults, version == 1 ? offsetof(blk_arrays, segment) : sizeof *spec);
   spec->version = version;
   return BLK_OK;
 }
@@ -386,7 +465,8 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
   if (s->op != BLK_OP_SUM && s->op != BLK_OP_MIN && s->op != BLK_OP_MAX)
     return blk__fail(BLK_EINVAL, "arrays: unknown op %d", (int)s->op);
   if (s->algorithm != BLK_ARRAYS_AUTO && s->algorithm != BLK_ARRAYS_TREE &&
-      s->algorithm != BLK_ARRAYS_SPLIT && s->algorithm != BLK_ARRAYS_BUTTERFLY)
+      s->algorithm != BLK_ARRAYS_SPLIT && s->algorithm != BLK_ARRAYS_BUTTERFLY &&
+      s->algorithm != BLK_ARRAYS_RING && s->algorithm != BLK_ARRAYS_SEGMENTED_RING)
     return blk__fail(BLK_EINVAL, "arrays: unknown algorithm %d", (int)s->algorithm);
   if (s->count > SIZE_MAX / *elem)
     return blk__fail(BLK_EINVAL, "arrays: %zu elements of %zu bytes overflow", s->count, *elem);
@@ -469,7 +549,12 @@ static int make_gather(blk_partners **out, const blk_partners *scatter, int n) {
   return blk_partners_create_rounds(out, BLK_SWAP, 1, &n, R, axes, radices, 1);
 }
 
-/* The partners of a pattern (pattern -1: the gather of `scatter`), kept by
+/* Patterns of the array collectives besides blk_pattern's: SPLIT's gather
+ * (the scatter's rounds backwards) and the ring (k is then its rounds). */
+#define PATTERN_GATHER (-1)
+#define PATTERN_RING (-2)
+
+/* The partners of a pattern (PATTERN_GATHER: the gather of `scatter`), kept by
  * the master: the caller must not destroy them. If they cannot be made on
  * this rank, the others may already be under way, so this rank takes part,
  * failed (*rc is then the operation's agreed code and NULL is returned). */
@@ -494,8 +579,9 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
     if (kp->e[i].used < kp->e[slot].used) slot = i;
   }
   blk_partners *p = NULL;
-  *rc = pattern < 0 ? make_gather(&p, scatter, n)
-                    : blk_partners_create(&p, (blk_pattern)pattern, 1, &n, k, contiguous);
+  *rc = pattern == PATTERN_RING ? blk__partners_create_ring(&p, n, k)
+        : pattern < 0           ? make_gather(&p, scatter, n)
+                      : blk_partners_create(&p, (blk_pattern)pattern, 1, &n, k, contiguous);
   if (*rc) {
     *rc = blk__reduce_abort(m, *rc, "arrays");
     return NULL;
@@ -583,7 +669,7 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   int n = blk_assigner_nblocks(a);
   blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, NULL, &rc);
   if (!p) return rc;
-  blk_partners *back = partners(m, -1, n, spec->k, 0, p, &rc);
+  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, p, &rc);
   if (!back) return rc;
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE};
   return reduce(m, a, back, gather_round, &j); /* j.p: the scatter's, for the shares */
@@ -613,12 +699,32 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const 
   return small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
 }
 
+static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                           size_t elem) {
+  int n = blk_assigner_nblocks(a), rc = BLK_OK;
+  if ((size_t)n - 1 > (size_t)RING_MAX_ROUNDS / 2)
+    return blk__fail(BLK_EINVAL, "arrays: a ring over %d blocks takes more than %d rounds", n,
+                     RING_MAX_ROUNDS);
+  int S = ring_segments(spec, elem, n);
+  if (!S)
+    return blk__fail(BLK_EINVAL,
+                     "arrays: segments of %zu bytes over %zu elements and %d blocks take more than "
+                     "%d rounds",
+                     spec->segment, spec->count, n, RING_MAX_ROUNDS);
+  blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, NULL, &rc);
+  if (!p) return rc;
+  ring_job rj = {{spec, p, n, elem, 0, 0, NO_PLACE}, S};
+  return reduce(m, a, p, ring_round, &rj.j);
+}
+
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
   size_t elem = 0;
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(m, a, spec);
   int n = blk_assigner_nblocks(a);
+  if (alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING)
+    return ring_all_reduce(m, a, spec, elem);
   if (alg == BLK_ARRAYS_BUTTERFLY) {
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, NULL, &rc);
     if (!p) return rc;
@@ -639,7 +745,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE};
   rc = reduce(m, a, p, scatter_round, &j);
   if (rc) return rc;
-  blk_partners *back = partners(m, -1, n, spec->k, 0, p, &rc);
+  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, p, &rc);
   if (!back) return rc;
   return reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
 }

@@ -24,6 +24,7 @@
 #include "blk/decomposer.h"
 #include "blk/partners.h"
 #include "patterns/partners_regular.h"
+#include "patterns/partners_ring.h"
 
 /* The most (round, gid) pairs create checks of a custom pattern: 2^32, about
  * a minute at ~15 ns a pair with trivial ops functions. */
@@ -191,6 +192,27 @@ static int check_custom(const blk_partners_ops *ops, const void *state, int roun
   free(sc.gids);
   *max_group = most;
   return rc;
+}
+
+int blk__partners_create_ring(blk_partners **out, int nblocks, int rounds) {
+  *out = NULL;
+  const blk_partners_ops *ops = NULL;
+  void *s = NULL;
+  int rc = blk__ring_create(&ops, &s, nblocks, rounds);
+  if (rc != 0) return rc;
+  blk_partners *p = malloc(sizeof *p);
+  if (p == NULL) {
+    ops->destroy(s);
+    return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
+  }
+  p->ops = ops;
+  p->state = s;
+  p->round_digit = NULL; /* no axis, radix or position: a ring is not a digit */
+  p->rounds = rounds;
+  p->nblocks = nblocks;
+  p->max_group = nblocks > 1 ? 1 : 0;
+  *out = p;
+  return 0;
 }
 
 int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state) {

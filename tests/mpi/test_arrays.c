@@ -264,6 +264,7 @@ static void same_bits(blk_master *m, const blk_assigner *a, int k, blk_arrays_al
   spec.type = BLK_DOUBLE;
   spec.k = k;
   spec.algorithm = alg;
+  spec.segment = 64; /* SEGMENTED_RING: 8 doubles a message */
   CHECK_OK(blk_master_foreach(m, fill_inexact, NULL));
   CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
   CHECK_OK(blk_master_foreach(m, near_sum, &n));
@@ -326,11 +327,15 @@ int main(int argc, char **argv) {
     for (int li = quick ? 1 : 0; li < 4; li += quick ? 2 : 1)
       for (int k = 2; k <= 4; k += quick ? 2 : 1)
         for (int what = 0; what < 7; what++)
-          for (int ai = 0; ai < 4; ai++) {
-            static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
-                                                        BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_AUTO};
+          for (int ai = 0; ai < 6; ai++) {
+            static const blk_arrays_algorithm algs[] = {
+                BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,          BLK_ARRAYS_BUTTERFLY,
+                BLK_ARRAYS_AUTO, BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING};
             blk_arrays_algorithm alg = algs[ai];
             if (what != 0 && ai > 0) continue; /* one algorithm each */
+            /* A ring has no radix, and 2 (n-1) rounds: k = 2, and a count
+             * below the block count and one far above it. */
+            if (alg >= BLK_ARRAYS_RING && (k > 2 || li % 2 == 0)) continue;
             /* Types and ops in turn, so every pair is covered across the loop. */
             ctx c = {lengths[li], (blk_type)((runs + k) % 4), (blk_op)(runs % 3), n, what};
             blk_arrays spec = BLK_ARRAYS_INIT;
@@ -340,6 +345,9 @@ int main(int argc, char **argv) {
             spec.op = c.op;
             spec.k = k;
             spec.algorithm = alg;
+            /* Segments of a few elements (one or two on short arrays), so a
+             * step takes several rounds; about a dozen rounds a step at most. */
+            spec.segment = c.count >= 1000 ? 1024 : 8;
             CHECK_OK(blk_master_foreach(m, fill, &c));
             if (what == 0) CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
             if (what == 1) CHECK_OK(blk_arrays_reduce(m, a, &spec));
@@ -353,8 +361,8 @@ int main(int argc, char **argv) {
             runs++;
           }
     for (int k = 2; k <= 4; k++) {
-      for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_BUTTERFLY; alg++)
-        same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
+      for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SEGMENTED_RING; alg++)
+        if (alg < BLK_ARRAYS_RING || k == 2) same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
       scan_inexact(m, a, k);
     }
     blk_arrays bad = BLK_ARRAYS_INIT;
@@ -375,7 +383,25 @@ int main(int argc, char **argv) {
     CHECK_OK(blk_arrays_init(&fresh, BLK_ARRAYS_VERSION));
     CHECK(fresh.version == BLK_ARRAYS_VERSION && fresh.k == 2 && fresh.array == NULL &&
           fresh.algorithm == BLK_ARRAYS_AUTO);
-    CHECK_ERR(blk_arrays_init(&fresh, 2), BLK_EINVAL, "version 2");
+    CHECK(fresh.segment == 0);
+    CHECK_ERR(blk_arrays_init(&fresh, 3), BLK_EINVAL, "version 3");
+    /* Version 1 (before segment): init writes only its fields, and a spec of
+     * that version runs with the default segment. */
+    fresh.segment = 12345;
+    CHECK_OK(blk_arrays_init(&fresh, 1));
+    CHECK(fresh.version == 1 && fresh.segment == 12345);
+    bad = fresh;
+    bad.array = array_of;
+    bad.algorithm = (blk_arrays_algorithm)6;
+    CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "algorithm 6");
+    bad.algorithm = BLK_ARRAYS_SEGMENTED_RING;
+    bad.segment = 1; /* below an element: one a segment */
+    bad.count = 100;
+    CHECK_OK(blk_master_foreach(m, fill_inexact, NULL));
+    CHECK_OK(blk_arrays_all_reduce(m, a, &bad)); /* version 1: segment not read */
+    bad.version = 2;
+    bad.count = (size_t)1 << 28; /* 2^28 one-float segments: more rounds than blk runs */
+    if (n > 1) CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "rounds");
     /* AUTO's choice by its rules: with several blocks per rank, TREE on
      * several ranks, below the threshold, or out of core; SPLIT on one rank
      * in core above it. With a block or none per rank, BUTTERFLY or SPLIT. */
