@@ -87,6 +87,13 @@ typedef enum blk_arrays_algorithm {
  * grow with log(ranks). */
 #define BLK_ARRAYS_SPLIT_BYTES 131072
 
+/* A program's own element-wise op: acc[i] = acc[i] op in[i] for i < count,
+ * on elements of spec->type (e.g. a product, a bitwise or). It must be
+ * associative and commutative: the algorithms combine in their own orders
+ * (the same on every run, rank count and thread count). It runs on pool
+ * threads, must not fail, and must not call MPI or blk. */
+typedef void (*blk_array_op_fn)(void *acc, const void *in, size_t count, void *user);
+
 /* Returns the block's array (count elements). Called with the block
  * loaded, on pool threads or on the master's thread, never while another
  * call for the same block runs; it must only return the pointer. */
@@ -106,14 +113,16 @@ typedef struct blk_arrays {
   void *user; /* passed to array */
   /* Version 2: */
   size_t segment; /* SEGMENTED_RING's most bytes a message; 0: BLK_ARRAYS_SEGMENT_BYTES */
+  /* Version 3: */
+  blk_array_op_fn combine; /* not NULL: the op (op is then not used); gets user */
 } blk_arrays;
 
-/* The layout of blk_arrays in this header: 2 added segment (a spec of
- * version 1 is read without it, as 0). */
-#define BLK_ARRAYS_VERSION 2u
+/* The layout of blk_arrays in this header: 2 added segment, 3 combine (a
+ * spec of an older version is read without them, as 0 and NULL). */
+#define BLK_ARRAYS_VERSION 3u
 
 #define BLK_ARRAYS_INIT \
-  { BLK_ARRAYS_VERSION, NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL, 0 }
+  { BLK_ARRAYS_VERSION, NULL, 0, BLK_FLOAT, BLK_OP_SUM, 2, BLK_ARRAYS_AUTO, NULL, 0, NULL }
 
 /* Sets *spec to the defaults of layout version, as BLK_ARRAYS_INIT does.
  * Returns 0, or BLK_EINVAL for a NULL spec or a version this blk does not
@@ -172,7 +181,9 @@ typedef enum blk_scan_kind {
   BLK_SCAN_INCLUSIVE = 0, /* block g: the op over blocks 0..g (MPI_Scan's job) */
   BLK_SCAN_EXCLUSIVE = 1  /* block g: the op over blocks 0..g-1 (MPI_Exscan's job); block 0
                            * gets the op's identity: 0 for a sum, the type's largest value for
-                           * MIN (+infinity for floats), its smallest for MAX (-infinity) */
+                           * MIN (+infinity for floats), its smallest for MAX (-infinity); with
+                           * spec->combine, whose identity blk does not know, block 0 ends
+                           * with the op over all blocks instead */
 } blk_scan_kind;
 
 /* Every block's array becomes the element-wise op over the arrays of the

@@ -68,6 +68,23 @@ static int send_bytes(const job *j, blk_proxy *p, int i, const void *data, size_
   return BLK_OK;
 }
 
+/* acc[i] = acc[i] op in[i] for i < n: the spec's own op, or blk's. */
+static void combine(const job *j, void *acc, const void *in, size_t n) {
+  blk_array_op_fn f = j->spec->version >= 3 ? j->spec->combine : NULL;
+  if (f)
+    f(acc, in, n, j->spec->user);
+  else
+    blk__combine(j->spec->type, j->spec->op, acc, in, n);
+}
+
+/* The exclusive scan's value for gid 0: the op's identity; a program's
+ * own op has none blk knows, so the array keeps what it holds then, the
+ * op over all blocks (the last round's total). */
+static void identity(const job *j, void *a) {
+  if (!(j->spec->version >= 3 && j->spec->combine))
+    blk__identity(j->spec->type, j->spec->op, a, j->spec->count);
+}
+
 static size_t type_size(blk_type t) {
   switch (t) {
     case BLK_FLOAT:
@@ -125,7 +142,7 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
     if (j->copy) {
       if (in != a) memcpy(a, in, bytes); /* (received in place: place_array) */
     } else
-      blk__combine(j->spec->type, j->spec->op, a, in, j->spec->count);
+      combine(j, a, in, j->spec->count);
   }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
@@ -163,7 +180,7 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
       if (!in_place && first)
         memcpy(acc, in, bytes);
       else
-        blk__combine(j->spec->type, j->spec->op, acc, in, j->spec->count);
+        combine(j, acc, in, j->spec->count);
       first = 0;
     }
     if (!in_place) {
@@ -194,7 +211,7 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
     if (blk_proxy_in_gid(p, i) == gid) continue;
     check_size(p, i, (to - from) * j->elem);
     const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem);
-    blk__combine(j->spec->type, j->spec->op, a + from * j->elem, in, to - from);
+    combine(j, a + from * j->elem, in, to - from);
   }
   int nout = blk_proxy_out_count(p);
   for (int i = 0; i < nout; i++) {
@@ -251,7 +268,11 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
  * e the block at position d gets the totals T_0..T_(k-1) of its group and
  *     L = T_0 op ... op T_(d-1),   P = L op P,   T = L op T_d op ... op T_(k-1),
  * every member combining in position order, so the group's totals agree to
- * the bit. After the last round the array takes P. */
+ * the bit. P starts as the block's array (inclusive) or empty (exclusive:
+ * no identity needed), and stays empty until a lower gid's total comes.
+ * After the last round the array takes P; gid 0 of an exclusive scan,
+ * which never gets one, the op's identity (or, for a program's op, keeps
+ * the total). */
 typedef struct scan_job {
   job j; /* first: reduce() passes it */
   int inclusive;
@@ -269,23 +290,23 @@ static int in_index(blk_proxy *p, int gid) {
   return -1;
 }
 
-/* The prefix P, whose queue is the block's own (round 0: made here). */
+/* The prefix P, whose queue is the block's own (round 0: made here). It is
+ * empty while the block has none: an exclusive scan's block that has met
+ * no lower gid yet (so no identity is needed, and a program's op works). */
 static blk_buffer *scan_prefix(const scan_job *s, blk_proxy *p, int gid, const unsigned char *a,
                                size_t bytes) {
-  const job *j = &s->j;
   if (blk_proxy_round(p) > 0) {
     int i = in_index(p, gid);
     if (i < 0) blk__proxy_misuse(p, "arrays: scan: gid %d has no message from itself", gid);
-    check_size(p, i, bytes);
+    if (blk_proxy_incoming_remaining(p, i) != 0) check_size(p, i, bytes);
     return blk_proxy_incoming(p, i);
   }
   blk_buffer *q = blk_proxy_outgoing(p, out_index(p, gid));
-  unsigned char *at = blk_buffer_append(q, bytes);
-  if (!at) return NULL;
-  if (s->inclusive)
+  if (s->inclusive && bytes) {
+    unsigned char *at = blk_buffer_append(q, bytes);
+    if (!at) return NULL;
     memcpy(at, a, bytes);
-  else
-    blk__identity(j->spec->type, j->spec->op, at, j->spec->count);
+  }
   return q;
 }
 
@@ -297,14 +318,13 @@ static int scan_round(void *block, blk_proxy *p, void *user) {
   unsigned char *a = array_of(j, block, gid);
   size_t bytes = spec->count * j->elem;
   if (R == 0) { /* one block: its prefix is itself, or nothing */
-    if (!s->inclusive) blk__identity(spec->type, spec->op, a, spec->count);
+    if (!s->inclusive) identity(j, a);
     return BLK_OK;
   }
   blk_buffer *pq = scan_prefix(s, p, gid, a, bytes);
   if (!pq || blk_buffer_error(pq))
     return blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte prefix", gid,
                      bytes);
-  unsigned char *prefix = pq->data;
   if (r > 0) {
     /* The group's totals by position; this block's is its array. */
     int k = blk_partners_round_radix(j->p, r - 1),
@@ -331,22 +351,31 @@ static int scan_round(void *block, blk_proxy *p, void *user) {
     }
     for (int i = 0; i < k; i++)
       if (!t[i]) blk__proxy_misuse(p, "arrays: scan: gid %d has no total from place %d", gid, i);
-    /* L = T_0 op ... op T_(d-1) in acc; P = L op P; then T in acc. */
+    /* L = T_0 op ... op T_(d-1) in acc; P = L op P (or L, if none yet);
+     * then T in acc. */
+    int rc = BLK_OK;
     if (d > 0) {
       memcpy(acc, t[0], bytes);
-      for (int i = 1; i < d; i++) blk__combine(spec->type, spec->op, acc, t[i], spec->count);
-      blk__combine(spec->type, spec->op, prefix, acc, spec->count);
+      for (int i = 1; i < d; i++) combine(j, acc, t[i], spec->count);
+      if (pq->size > 0)
+        combine(j, pq->data, acc, spec->count);
+      else if (blk_buffer_write(pq, acc, bytes))
+        rc = blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte prefix", gid,
+                       bytes);
     }
-    for (int i = d > 0 ? d : 1; i < k; i++)
-      blk__combine(spec->type, spec->op, acc, t[i], spec->count);
+    for (int i = d > 0 ? d : 1; i < k && !rc; i++) combine(j, acc, t[i], spec->count);
     if (acc != a) {
-      memcpy(a, acc, bytes);
+      if (!rc) memcpy(a, acc, bytes);
       free(acc);
     }
     if (t != tot) free(t);
+    if (rc) return rc;
   }
   if (r == R) {
-    memcpy(a, prefix, bytes);
+    if (pq->size > 0)
+      memcpy(a, pq->data, bytes);
+    else if (bytes > 0)
+      identity(j, a); /* an exclusive scan's gid 0 */
     return BLK_OK;
   }
   /* On: the total to the group (a copy: the array changes next round, while
@@ -399,7 +428,6 @@ static void ring_span(const ring_job *rj, int piece, int seg, size_t *from, size
 static int ring_round(void *block, blk_proxy *p, void *user) {
   const ring_job *rj = user;
   const job *j = &rj->j;
-  const blk_arrays *spec = j->spec;
   int gid = blk_proxy_gid(p), r = blk_proxy_round(p), n = j->nblocks, S = rj->segments;
   int steps = n - 1, R = blk_partners_rounds(j->p);
   unsigned char *a = array_of(j, block, gid);
@@ -412,7 +440,7 @@ static int ring_round(void *block, blk_proxy *p, void *user) {
     check_size(p, 0, bytes);
     const void *in = blk_proxy_dequeue_view(p, 0, bytes);
     if (t < steps)
-      blk__combine(spec->type, spec->op, a + from * j->elem, in, to - from);
+      combine(j, a + from * j->elem, in, to - from);
     else if (bytes)
       memcpy(a + from * j->elem, in, bytes);
   }
@@ -446,7 +474,10 @@ int blk_arrays_init(blk_arrays *spec, unsigned int version) {
     return blk__fail(BLK_EINVAL, "arrays: init: version %u; this blk knows 1..%u", version,
                      BLK_ARRAYS_VERSION);
   /* Only the fields of that layout: a caller built against it has no more. */
-  memcpy(spec, &defaults, version == 1 ? offsetof(blk_arrays, segment) : sizeof *spec);
+  size_t size = version == 1   ? offsetof(blk_arrays, segment)
+                : version == 2 ? offsetof(blk_arrays, combine)
+                               : sizeof *spec;
+  memcpy(spec, &defaults, size);
   spec->version = version;
   return BLK_OK;
 }

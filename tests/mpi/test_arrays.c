@@ -228,6 +228,82 @@ static int near_sum(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* A program's own op: the product of int64s, wrapping (associative and
+ * commutative in unsigned arithmetic), which no built-in op gives. */
+static void product(void *acc, const void *in, size_t count, void *user) {
+  (void)user;
+  int64_t *x = acc;
+  const int64_t *y = in;
+  for (size_t i = 0; i < count; i++) x[i] = (int64_t)((uint64_t)x[i] * (uint64_t)y[i]);
+}
+
+static int64_t product_of(int from, int to, size_t i) { /* gids [from, to) */
+  uint64_t v = 1;
+  for (int g = from; g < to; g++) v *= (uint64_t)start(g, i);
+  return (int64_t)v;
+}
+
+typedef struct user_ctx {
+  int n, what, count; /* what: 0 all-reduce, 1 reduce, 2 scan, 3 exclusive scan, 4 scatter */
+} user_ctx;
+
+static int fill_int64(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  const user_ctx *u = user;
+  block *b = data;
+  for (int i = 0; i < u->count; i++) ((int64_t *)(void *)b->data)[i] = start(b->gid, (size_t)i);
+  return 0;
+}
+
+static int verify_product(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  const user_ctx *u = user;
+  block *b = data;
+  const int64_t *v = (const int64_t *)(void *)b->data;
+  size_t from = 0, to = (size_t)u->count;
+  if (u->what == 1 && b->gid != 0) return 0; /* reduce: the root's only */
+  if (u->what == 4) {
+    from = blk_arrays_piece_begin((size_t)u->count, u->n, b->gid);
+    to = blk_arrays_piece_begin((size_t)u->count, u->n, b->gid + 1);
+  }
+  for (size_t i = from; i < to; i++) {
+    int64_t want = u->what == 2   ? product_of(0, b->gid + 1, i)
+                   : u->what == 3 ? product_of(0, b->gid == 0 ? u->n : b->gid, i)
+                                  : product_of(0, u->n, i);
+    CHECK_MSG(v[i] == want, "user op %d: gid %d element %zu is %lld, expected %lld", u->what,
+              b->gid, i, (long long)v[i], (long long)want);
+  }
+  return 0;
+}
+
+/* Every collective that combines, with the product as spec->combine (an
+ * exclusive scan's gid 0 ends with the product over all blocks). */
+static void user_op(blk_master *m, const blk_assigner *a, int n, int k) {
+  static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
+                                              BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
+                                              BLK_ARRAYS_SEGMENTED_RING};
+  for (int what = 0; what < 5; what++)
+    for (int ai = 0; ai < (what == 0 ? 5 : 1); ai++) {
+      user_ctx u = {n, what, 37};
+      blk_arrays spec = BLK_ARRAYS_INIT;
+      spec.array = array_of;
+      spec.count = (size_t)u.count;
+      spec.type = BLK_INT64;
+      spec.op = BLK_OP_MIN; /* not used: combine is set */
+      spec.k = k;
+      spec.algorithm = algs[ai];
+      spec.segment = 16;
+      spec.combine = product;
+      CHECK_OK(blk_master_foreach(m, fill_int64, &u));
+      if (what == 0) CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+      if (what == 1) CHECK_OK(blk_arrays_reduce(m, a, &spec));
+      if (what == 2) CHECK_OK(blk_arrays_scan(m, a, &spec, BLK_SCAN_INCLUSIVE));
+      if (what == 3) CHECK_OK(blk_arrays_scan(m, a, &spec, BLK_SCAN_EXCLUSIVE));
+      if (what == 4) CHECK_OK(blk_arrays_reduce_scatter(m, a, &spec));
+      CHECK_OK(blk_master_foreach(m, verify_product, &u));
+    }
+}
+
 /* An inclusive scan of inexact doubles: near the prefix over gids. */
 static int near_prefix(void *data, blk_proxy *p, void *user) {
   (void)p;
@@ -364,6 +440,7 @@ int main(int argc, char **argv) {
       for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SEGMENTED_RING; alg++)
         if (alg < BLK_ARRAYS_RING || k == 2) same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
       scan_inexact(m, a, k);
+      user_op(m, a, n, k);
     }
     blk_arrays bad = BLK_ARRAYS_INIT;
     bad.array = array_of;
@@ -383,8 +460,12 @@ int main(int argc, char **argv) {
     CHECK_OK(blk_arrays_init(&fresh, BLK_ARRAYS_VERSION));
     CHECK(fresh.version == BLK_ARRAYS_VERSION && fresh.k == 2 && fresh.array == NULL &&
           fresh.algorithm == BLK_ARRAYS_AUTO);
-    CHECK(fresh.segment == 0);
-    CHECK_ERR(blk_arrays_init(&fresh, 3), BLK_EINVAL, "version 3");
+    CHECK(fresh.segment == 0 && fresh.combine == NULL);
+    CHECK_ERR(blk_arrays_init(&fresh, 4), BLK_EINVAL, "version 4");
+    /* Version 2 (before combine): init leaves combine alone. */
+    fresh.combine = product;
+    CHECK_OK(blk_arrays_init(&fresh, 2));
+    CHECK(fresh.version == 2 && fresh.segment == 0 && fresh.combine == product);
     /* Version 1 (before segment): init writes only its fields, and a spec of
      * that version runs with the default segment. */
     fresh.segment = 12345;
