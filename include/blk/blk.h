@@ -27,6 +27,7 @@
 #include "blk/master.h"
 #include "blk/reduce.h"
 #include "blk/all_to_all.h"
+#include "blk/all_gather.h"
 #include "blk/arrays.h"
 /* clang-format on */
 

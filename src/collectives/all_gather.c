@@ -1,0 +1,206 @@
+/*
+ * all_gather.c: every block's bytes to every block (see blk/all_gather.h).
+ *
+ * A run is the pieces of a range of gids, as one message:
+ *     [u64 m][u64 size of each of the m pieces][their bytes, in gid order]
+ * Round 0 makes a block's run of one piece from give. In round r (1..R) the
+ * block reads the runs its round r-1 group sent it and its own (in the
+ * message it sent itself, so that it travels out of core with the block),
+ * and joins them in the order of the members' positions: with contiguous
+ * swap rounds the members' ranges are adjacent in that order, so the joined
+ * run is the range of the whole group, still in gid order. Before the last
+ * round it sends the joined run to the others and keeps it in the message
+ * to itself; in the last round the run holds every gid and goes to take.
+ *
+ * A run's sizes are checked against its length (sum of sizes = bytes), and
+ * the joined run against n pieces in the last round: a mismatch is a blk
+ * bug or a foreign message, and stops the job (blk__proxy_misuse).
+ */
+#include "blk/all_gather.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/fail.h"
+#include "blk/partners.h"
+#include "collectives/reduce_run.h"
+#include "runtime/callback.h"
+#include "runtime/proxy_state.h"
+
+typedef struct gather {
+  const blk_partners *p;
+  int nblocks;
+  blk_gather_give_fn give;
+  blk_gather_take_fn take;
+  void *user;
+} gather;
+
+/* A run as it sits in a message: its piece count, sizes and bytes. */
+typedef struct run {
+  uint64_t m;
+  const unsigned char *sizes; /* m native u64, read with memcpy (unaligned) */
+  const unsigned char *bytes;
+  size_t nbytes;
+} run;
+
+static uint64_t size_at(const run *r, uint64_t i) {
+  uint64_t v;
+  memcpy(&v, r->sizes + 8 * i, sizeof v);
+  return v;
+}
+
+/* Reads the run in in queue i (all of it, in place). */
+static run read_run(blk_proxy *p, int i) {
+  run r = {0, NULL, NULL, 0};
+  size_t left = blk_proxy_incoming_remaining(p, i);
+  if (left < 8)
+    blk__proxy_misuse(p, "all_gather: a run of %zu bytes from gid %d", left,
+                      blk_proxy_in_gid(p, i));
+  memcpy(&r.m, blk_proxy_dequeue_view(p, i, 8), 8);
+  left -= 8;
+  if (r.m > left / 8)
+    blk__proxy_misuse(p, "all_gather: %llu pieces in %zu bytes from gid %d",
+                      (unsigned long long)r.m, left, blk_proxy_in_gid(p, i));
+  r.sizes = blk_proxy_dequeue_view(p, i, (size_t)(8 * r.m));
+  left -= (size_t)(8 * r.m);
+  uint64_t sum = 0;
+  for (uint64_t j = 0; j < r.m; j++) sum += size_at(&r, j);
+  if (sum != left)
+    blk__proxy_misuse(p, "all_gather: pieces of %llu bytes in %zu from gid %d",
+                      (unsigned long long)sum, left, blk_proxy_in_gid(p, i));
+  r.nbytes = left;
+  r.bytes = blk_proxy_dequeue_view(p, i, left);
+  return r;
+}
+
+static int out_self(blk_proxy *p, int gid) {
+  for (int i = 0; i < blk_proxy_out_count(p); i++)
+    if (blk_proxy_out_gid(p, i) == gid) return i;
+  return -1;
+}
+
+/* The runs of this round's group, joined in position order, into q. */
+static int join(const gather *g, blk_proxy *p, int gid, blk_buffer *q, uint64_t *pieces) {
+  int r = blk_proxy_round(p), k = blk_partners_round_radix(g->p, r - 1),
+      nin = blk_proxy_in_count(p);
+  run stack[16], *runs = k <= 16 ? stack : blk__calloc((size_t)k, sizeof *runs);
+  unsigned char seen_stack[16], *seen = k <= 16 ? seen_stack : blk__calloc((size_t)k, 1);
+  int rc = BLK_OK;
+  if (!runs || !seen) {
+    rc = blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a group of %d", gid, k);
+    goto exit;
+  }
+  memset(seen, 0, (size_t)k);
+  for (int i = 0; i < nin; i++) {
+    int at = blk_partners_round_position(g->p, r - 1, blk_proxy_in_gid(p, i));
+    if (at < 0 || at >= k || seen[at])
+      blk__proxy_misuse(p, "all_gather: gid %d: a run from gid %d at place %d of %d", gid,
+                        blk_proxy_in_gid(p, i), at, k);
+    runs[at] = read_run(p, i);
+    seen[at] = 1;
+  }
+  uint64_t m = 0;
+  size_t bytes = 0;
+  for (int j = 0; j < k; j++) {
+    if (!seen[j]) blk__proxy_misuse(p, "all_gather: gid %d has no run from place %d", gid, j);
+    m += runs[j].m;
+    bytes += runs[j].nbytes;
+  }
+  unsigned char *out = blk_buffer_append(q, 8 + 8 * (size_t)m + bytes);
+  if (!out) {
+    rc = blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a run of %zu bytes", gid,
+                   bytes);
+    goto exit;
+  }
+  memcpy(out, &m, 8);
+  unsigned char *sizes = out + 8, *data = sizes + 8 * m;
+  for (int j = 0; j < k; j++) {
+    memcpy(sizes, runs[j].sizes, (size_t)(8 * runs[j].m));
+    sizes += 8 * runs[j].m;
+    if (runs[j].nbytes) memcpy(data, runs[j].bytes, runs[j].nbytes);
+    data += runs[j].nbytes;
+  }
+  *pieces = m;
+exit:
+  if (runs != stack) free(runs);
+  if (seen != seen_stack) free(seen);
+  return rc;
+}
+
+/* The last round: take gets the joined run, with offsets for its n pieces. */
+static int hand_over(const gather *g, void *block, int gid, const blk_buffer *q) {
+  uint64_t m;
+  memcpy(&m, q->data, 8);
+  size_t *offsets = blk__malloc(((size_t)g->nblocks + 1) * sizeof *offsets);
+  if (!offsets)
+    return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for %d offsets", gid,
+                     g->nblocks);
+  size_t at = 0;
+  for (int j = 0; j < g->nblocks; j++) {
+    uint64_t s;
+    memcpy(&s, q->data + 8 + 8 * (size_t)j, 8);
+    offsets[j] = at;
+    at += (size_t)s;
+  }
+  offsets[g->nblocks] = at;
+  int rc = g->take(block, gid, q->data + 8 + 8 * m, offsets, g->nblocks, g->user);
+  free(offsets);
+  return rc ? blk__callback_error("take callback", rc) : BLK_OK;
+}
+
+static int gather_round(void *block, blk_proxy *p, void *user) {
+  const gather *g = user;
+  int gid = blk_proxy_gid(p), r = blk_proxy_round(p), R = blk_partners_rounds(g->p);
+  blk_buffer run_q = BLK_BUFFER_INIT;
+  int rc = BLK_OK;
+  if (r == 0) {
+    const void *data = NULL;
+    size_t size = 0;
+    if ((rc = g->give(block, gid, &data, &size, g->user)))
+      return blk__callback_error("give callback", rc);
+    uint64_t one = 1, s = size;
+    if (blk_buffer_write(&run_q, &one, 8) || blk_buffer_write(&run_q, &s, 8) ||
+        (size && blk_buffer_write(&run_q, data, size))) {
+      blk_buffer_free(&run_q);
+      return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for its %zu bytes", gid, size);
+    }
+  } else {
+    uint64_t m = 0;
+    if ((rc = join(g, p, gid, &run_q, &m))) {
+      blk_buffer_free(&run_q);
+      return rc;
+    }
+    if (r == R && m != (uint64_t)g->nblocks)
+      blk__proxy_misuse(p, "all_gather: gid %d ends with %llu pieces of %d", gid,
+                        (unsigned long long)m, g->nblocks);
+  }
+  if (r == R) { /* (with one block, round 0 is the last) */
+    rc = hand_over(g, block, gid, &run_q);
+    blk_buffer_free(&run_q);
+    return rc;
+  }
+  int self = out_self(p, gid);
+  for (int i = 0; i < blk_proxy_out_count(p) && !rc; i++)
+    if (i != self) rc = blk_proxy_enqueue(p, i, run_q.data, run_q.size);
+  if (!rc) blk_buffer_swap(blk_proxy_outgoing(p, self), &run_q); /* (its queue was empty) */
+  blk_buffer_free(&run_q);
+  return rc;
+}
+
+int blk_all_gather(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,
+                   blk_gather_take_fn take, void *user) {
+  static const blk__driver driver = {"all_gather", NULL, 1, NULL};
+  if (!m) return blk__fail(BLK_EINVAL, "all_gather: the master is NULL");
+  if (!a || !give || !take)
+    return blk__fail(BLK_EINVAL, "all_gather: the assigner, give or take is NULL");
+  gather g = {NULL, blk_assigner_nblocks(a), give, take, user};
+  blk_partners *p = NULL;
+  int rc = blk_partners_create(&p, BLK_SWAP, 1, &g.nblocks, k, 1);
+  if (rc) return blk__reduce_abort(m, rc, driver.name); /* the others may be under way */
+  g.p = p;
+  rc = blk__reduce_run(m, a, p, gather_round, &g, &driver);
+  blk_partners_destroy(p);
+  return rc;
+}
