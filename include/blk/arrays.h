@@ -43,7 +43,13 @@
  *                    over the blocks in storage twice, SPLIT (a swap, then
  *                    a swap back) about four times. The choices follow the
  *                    measurements in docs/performance.md and
- *                    docs/out-of-core.md.
+ *                    docs/out-of-core.md. With a tuning file (the master's
+ *                    tuning setting, master.h), AUTO instead picks the
+ *                    algorithm blk-tune measured fastest for the rank
+ *                    count, the nearest block count and k measured, and
+ *                    the array's size (interpolated between measured
+ *                    sizes), on every rank alike; on one rank out of core
+ *                    the TREE rule above still comes first.
  *
  * Every block ends with the same bits: the combines run in the same order
  * on every block (with BUTTERFLY, the group's order; floating-point sums

@@ -104,10 +104,21 @@ typedef struct blk_master_config {
   int log_level;                /* this master's level; BLK_LOG_DEFAULT: the process's */
   blk_stop_fn stop;             /* told why before blk stops the job; NULL: nothing */
   void *stop_user;              /* passed to stop */
+  /* Version 2: */
+  const char *tuning; /* a file blk-tune wrote, for AUTO's choices; NULL: $BLK_TUNING, or none */
 } blk_master_config;
 
-/* The layout of blk_master_config in this header. */
-#define BLK_MASTER_CONFIG_VERSION 1u
+/* The layout of blk_master_config in this header: 2 added tuning (a config
+ * of version 1 is read without it, as NULL). */
+#define BLK_MASTER_CONFIG_VERSION 2u
+
+/* tuning: what blk-tune (bench/) measured on this machine, read when the
+ * master is created. Rank 0 reads the file (its own cfg's path, or its
+ * BLK_TUNING) and the others get its text, so every rank chooses alike;
+ * a file that cannot be read or parsed fails the create on every rank
+ * (BLK_EIO, BLK_EINVAL naming the line). With it, BLK_ARRAYS_AUTO picks the
+ * all-reduce algorithm measured fastest for the job's ranks, blocks, k and
+ * array size (blk/arrays.h); without it, blk's built-in rules. */
 
 /* threads = BLK_THREADS_AUTO (the default): as many threads as this rank has
  * processors to itself, counted when the master is created: each processor
@@ -134,7 +145,7 @@ typedef struct blk_master_config {
 #define BLK_MASTER_CONFIG_INIT                                                                   \
   {                                                                                              \
     BLK_MASTER_CONFIG_VERSION, BLK_THREADS_AUTO, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, \
-        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL                                   \
+        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL                             \
   }
 
 /* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION

@@ -715,6 +715,19 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const 
   if (spec->algorithm != BLK_ARRAYS_AUTO) return spec->algorithm;
   int small = spec->count * type_size(spec->type) < BLK_ARRAYS_SPLIT_BYTES;
   int nranks = blk_assigner_nranks(a);
+  /* Measured (master.h, tuning): the fastest blk-tune found for the job,
+   * the same on every rank (they hold the same table). In core only: on
+   * one rank, out of core, the rule below (passes over storage) comes
+   * first; the check looks at the budget only there, where one rank picks. */
+  if (m && m->tuning && !(nranks == 1 && blk__budget_may_swap(&m->budget))) {
+    static const char *const names[] = {"TREE", "SPLIT", "BUTTERFLY", "RING", "SEGMENTED_RING"};
+    static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
+                                                BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
+                                                BLK_ARRAYS_SEGMENTED_RING};
+    int i = blk__tuning_best(m->tuning, nranks, blk_assigner_nblocks(a), spec->k,
+                             (double)(spec->count * type_size(spec->type)), names, 5);
+    if (i >= 0) return algs[i];
+  }
   /* Several blocks per rank: TREE keeps all but log_k(ranks) rounds on the
    * rank, where its messages are references, while SPLIT's halving order
    * sends its largest pieces across ranks and BUTTERFLY copies whole arrays

@@ -11,7 +11,10 @@
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
+#include <errno.h>
 #include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,7 +46,69 @@ static size_t cache_bytes(const blk_master_config *cfg) {
 /* The bytes of each layout version of blk_master_config: a program built
  * with version v passes a struct of config_bytes[v] bytes (new fields only
  * ever go at the end). */
-static const size_t config_bytes[BLK_MASTER_CONFIG_VERSION + 1] = {0, sizeof(blk_master_config)};
+static const size_t config_bytes[BLK_MASTER_CONFIG_VERSION + 1] = {
+    0, offsetof(blk_master_config, tuning), sizeof(blk_master_config)};
+
+/* The most bytes a tuning file may have (blk-tune writes a few hundred
+ * lines). */
+#define TUNING_MAX_BYTES ((long)16 << 20)
+
+/* Rank 0's tuning file (its path, or $BLK_TUNING), read there and sent to
+ * every rank with its name, parsed on each: every rank holds the same table
+ * or none, and fails alike. Collective over comm; a failure goes into f. */
+static void load_tuning(blk__tuning **out, const char *path, MPI_Comm comm, int rank,
+                        blk__failure *f) {
+  *out = NULL;
+  /* Rank 0 sends "<path>\0<text>"; len -1: no file, -2: it failed. */
+  long len = -1;
+  char *msg = NULL;
+  if (rank == 0) {
+    if (!path) path = getenv("BLK_TUNING");
+    if (path && *path) {
+      len = -2;
+      size_t plen = strlen(path) + 1;
+      FILE *file = fopen(path, "rb");
+      long flen = -1;
+      int e = file ? 0 : errno;
+      if (file && fseek(file, 0, SEEK_END) == 0) flen = ftell(file);
+      if (file && flen > TUNING_MAX_BYTES) {
+        blk__failure_note(f, BLK_EINVAL, rank, -1, -1, "tuning file %s: larger than 16 MiB", path);
+      } else if (file && flen >= 0 && fseek(file, 0, SEEK_SET) == 0 &&
+                 (msg = blk__malloc(plen + (size_t)flen + 1)) &&
+                 fread(msg + plen, 1, (size_t)flen, file) == (size_t)flen) {
+        memcpy(msg, path, plen);
+        len = (long)plen + flen;
+      } else {
+        if (!e) e = errno;
+        blk__failure_note(f, msg || !file ? BLK_EIO : BLK_ENOMEM, rank, -1, -1,
+                          "tuning file %s: %s", path, e ? strerror(e) : "cannot be read");
+        free(msg);
+        msg = NULL;
+      }
+      if (file) fclose(file);
+    }
+  }
+  MPI_Bcast(&len, 1, MPI_LONG, 0, comm);
+  if (len < 0) return;
+  if (rank != 0 && !(msg = blk__malloc((size_t)len + 1)))
+    blk__failure_note(f, BLK_ENOMEM, rank, -1, -1, "no memory for the tuning file (%ld bytes)", len);
+  int have = msg != NULL, all = 0;
+  MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
+  for (long at = 0; all && at < len;) {
+    int chunk = len - at > (1L << 30) ? 1 << 30 : (int)(len - at);
+    MPI_Bcast(msg + at, chunk, MPI_CHAR, 0, comm);
+    at += chunk;
+  }
+  if (all) {
+    msg[len] = '\0';
+    size_t plen = strlen(msg) + 1;
+    char label[512];
+    snprintf(label, sizeof label, "file %s", msg);
+    if (blk__tuning_parse(out, msg + plen, (size_t)len - plen, label))
+      blk__failure_note(f, BLK_EINVAL, rank, -1, -1, "%s", blk_last_error());
+  }
+  free(msg);
+}
 
 int blk_master_config_init(blk_master_config *cfg, unsigned int version) {
   static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
@@ -140,6 +205,7 @@ static int step(blk__failure *f, int rank, int rc) {
 static void teardown(blk_master *m, MPI_Comm *dup) {
   int adopted = m && m->comm; /* the comm frees the duplicate it took over */
   if (m) {
+    blk__tuning_free(m->tuning);
     blk__budget_free(&m->budget);
     blk__table_free(&m->table);
     blk__pool_destroy(m->pool);
@@ -215,6 +281,13 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
                                 level,                cfg->threads,         &m->context};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }
+  /* Every rank, whatever failed above: rank 0's file reaches all of them. */
+  blk__tuning *tuning = NULL;
+  load_tuning(&tuning, cfg->tuning, comm, rank, &f);
+  if (m)
+    m->tuning = tuning;
+  else
+    blk__tuning_free(tuning);
   int rc = blk__op_agree_once(comm, &f, "master: create");
   if (rc) {
     teardown(m, &dup);
@@ -245,6 +318,7 @@ void blk_master_destroy(blk_master *m) {
   blk__table_free(&m->table);
   blk__op_free(&m->op);
   blk__budget_free(&m->budget); /* closes the spill file */
+  blk__tuning_free(m->tuning);
   blk__pool_destroy(m->pool);
   blk__comm_destroy(m->comm);
   blk__buffer_cache_destroy(m->cache);

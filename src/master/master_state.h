@@ -17,6 +17,7 @@
 #include "base/buffer_cache.h"
 #include "base/context.h"
 #include "base/pool.h"
+#include "base/tuning.h"
 #include "base/values.h"
 #include "blk/master.h"
 #include "runtime/block_table.h"
@@ -35,6 +36,7 @@ struct blk_master {
   blk__context context;     /* how its calls log and stop (context.h) */
   int exchanges;            /* exchanges so far: a foreach callback's round */
   blk__values results;      /* of the last exchange */
+  blk__tuning *tuning;      /* blk-tune's measurements (cfg.tuning); NULL: none */
 };
 
 /* Runs a master's call with its context (context.h) as the calling

@@ -1,0 +1,276 @@
+/*
+ * blk_tune: measures every all-reduce algorithm of blk_arrays on this
+ * machine and writes the tuning file that BLK_ARRAYS_AUTO then follows
+ * (blk_master_config.tuning or $BLK_TUNING; blk/master.h).
+ *
+ *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4]
+ *                         [--reps N] [--output FILE]
+ *
+ * For each blocks-per-rank count and array size (one block's array of
+ * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING)
+ * runs a warm-up and then N timed repetitions, each alone between barriers;
+ * a rank's figure is its mean, the row's is the slowest rank's (what the
+ * job waits for). Every result is checked (integer-valued floats, so the
+ * sums are exact); a wrong one stops the run. Rank 0 writes one line per
+ * measurement, "ranks blocks k bytes algorithm microseconds", after the
+ * "blk-tuning 1" header, and prints a table with the fastest algorithm of
+ * each size. Run it with the rank count and the threads of the jobs it is
+ * for: the file only serves that rank count.
+ *
+ * It also fits t = alpha + beta * bytes to each algorithm's times (least
+ * squares, weighted by 1/t^2 so that small and large sizes count alike) and
+ * prints the constants: how far a straight-line cost model is from the
+ * measurements (AUTO itself interpolates between the measured sizes).
+ */
+#include <blk/blk.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_util.h"
+
+#define MAX_SIZES 32
+#define MAX_BPR 8
+#define NALGS 5
+
+static const char *const alg_names[NALGS] = {"TREE", "SPLIT", "BUTTERFLY", "RING",
+                                             "SEGMENTED_RING"};
+static const blk_arrays_algorithm algs[NALGS] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
+                                                 BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
+                                                 BLK_ARRAYS_SEGMENTED_RING};
+
+static int rank_ = 0;
+
+#if defined(__GNUC__)
+static void stop(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+#endif
+static void stop(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bench_vstop("blk-tune", rank_, fmt, ap);
+  va_end(ap);
+  exit(1);
+}
+
+typedef struct block {
+  int gid;
+  size_t count;
+  float *data;
+} block;
+
+static float value(int g, size_t i) {
+  return (float)((g * 7 + (int)(i % 1009) * 3) % 23 - 11);
+}
+
+static void *array_of(void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  return ((block *)data)->data;
+}
+
+/* Fills every block's array with its start values (outside the timer). */
+static int fill(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  block *b = data;
+  for (size_t i = 0; i < b->count; i++) b->data[i] = value(b->gid, i);
+  return 0;
+}
+
+typedef struct check_ctx {
+  int n;
+  int bad_gid; /* a block whose result was wrong, or -1 */
+  size_t bad_at;
+} check_ctx;
+
+static int check(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  check_ctx *c = user;
+  block *b = data;
+  for (size_t i = 0; i < b->count; i++) {
+    float want = 0;
+    for (int g = 0; g < c->n; g++) want += value(g, i);
+    if (b->data[i] != want) {
+      c->bad_gid = b->gid;
+      c->bad_at = i;
+      return 0;
+    }
+  }
+  return 0;
+}
+
+static void parse_sizes(const char *arg, size_t *sizes, int *n) {
+  char *end = NULL;
+  double lo = strtod(arg, &end), hi = lo, factor = 0;
+  double mult = 1;
+  *n = 0;
+  if (*end == 'K' || *end == 'k') mult = 1024, end++;
+  if (*end == 'M' || *end == 'm') mult = 1048576, end++;
+  lo *= mult;
+  if (*end == ':') {
+    hi = strtod(end + 1, &end);
+    mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024, end++;
+    if (*end == 'M' || *end == 'm') mult = 1048576, end++;
+    hi *= mult;
+    if (*end != ':') stop("--sizes %s: expected LO:HI:FACTOR", arg);
+    factor = strtod(end + 1, &end);
+    if (factor <= 1) stop("--sizes %s: the factor must be above 1", arg);
+  }
+  if (*end || lo < 4) stop("--sizes %s: sizes are bytes (K, M), at least 4", arg);
+  for (double s = lo; s <= hi * 1.0001 && *n < MAX_SIZES; s = factor ? s * factor : hi * 2)
+    sizes[(*n)++] = (size_t)s;
+}
+
+static void parse_list(const char *arg, int *v, int *n, int max) {
+  *n = 0;
+  for (const char *at = arg; *at && *n < max;) {
+    char *end = NULL;
+    long x = strtol(at, &end, 10);
+    if (end == at || x < 1 || x > 64)
+      stop("--blocks-per-rank %s: counts 1..64, comma-separated", arg);
+    v[(*n)++] = (int)x;
+    at = *end == ',' ? end + 1 : end;
+  }
+}
+
+/* Least squares of t = a + b x weighted by 1/t^2. */
+static void fit(const double *x, const double *t, int n, double *a, double *b) {
+  double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
+  for (int i = 0; i < n; i++) {
+    double w = 1 / (t[i] * t[i]);
+    sw += w, sx += w * x[i], st += w * t[i], sxx += w * x[i] * x[i], sxt += w * x[i] * t[i];
+  }
+  double det = sw * sxx - sx * sx;
+  *b = det != 0 ? (sw * sxt - sx * st) / det : 0;
+  *a = (st - *b * sx) / sw;
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  size_t sizes[MAX_SIZES];
+  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0;
+  const char *output = "blk-tuning.txt";
+  parse_sizes("1K:16M:4", sizes, &nsizes);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--sizes") && v)
+      parse_sizes(v, sizes, &nsizes), i++;
+    else if (!strcmp(a, "--blocks-per-rank") && v)
+      parse_list(v, bprs, &nbpr, MAX_BPR), i++;
+    else if (!strcmp(a, "--k") && v)
+      k = atoi(v), i++;
+    else if (!strcmp(a, "--reps") && v)
+      reps_opt = atoi(v), i++;
+    else if (!strcmp(a, "--output") && v)
+      output = v, i++;
+    else
+      stop("unknown option %s (see the top of bench/blk_tune.c)", a);
+  }
+  if (k < 2) stop("--k %d: at least 2", k);
+  FILE *out = NULL;
+  if (rank_ == 0) {
+    out = fopen(output, "w");
+    if (!out) stop("cannot write %s", output);
+    time_t now = time(NULL);
+    char when[64];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    fprintf(out,
+            "# blk-tune, %s: %d ranks, k = %d; microseconds of blk_arrays_all_reduce (float "
+            "sum), slowest rank's mean\n# ranks blocks k bytes algorithm microseconds\n"
+            "blk-tuning 1\n",
+            when, size, k);
+    printf("blk-tune: %d ranks, k = %d, writing %s\n", size, k, output);
+  }
+  for (int bi = 0; bi < nbpr; bi++) {
+    int n = bprs[bi] * size;
+    blk_assigner *a = NULL;
+    blk_master *m = NULL;
+    if (blk_assigner_create_contiguous(&a, size, n)) stop("assigner: %s", blk_last_error());
+    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+    mc.threads = 1;
+    if (blk_master_create(&m, MPI_COMM_WORLD, &mc)) stop("master: %s", blk_last_error());
+    int gids[MAX_BPR * 8], local = blk_assigner_local_gids(a, rank_, gids, MAX_BPR * 8);
+    size_t most = sizes[nsizes - 1] / sizeof(float);
+    block *blocks = calloc((size_t)local, sizeof *blocks);
+    for (int i = 0; i < local; i++) {
+      blocks[i].gid = gids[i];
+      blocks[i].data = malloc((most ? most : 1) * sizeof(float));
+      if (!blocks[i].data || blk_master_add(m, gids[i], &blocks[i], NULL, 0))
+        stop("no memory for blocks of %zu bytes", sizes[nsizes - 1]);
+    }
+    double t[NALGS][MAX_SIZES];
+    if (rank_ == 0)
+      printf(
+          "\n%d blocks a rank (%d in all)\n\n| bytes | TREE | SPLIT | BUTTERFLY | RING | "
+          "SEGMENTED_RING | fastest |\n|---:|---:|---:|---:|---:|---:|---|\n",
+          bprs[bi], n);
+    for (int si = 0; si < nsizes; si++) {
+      size_t count = sizes[si] / sizeof(float);
+      for (int i = 0; i < local; i++) blocks[i].count = count;
+      int reps = reps_opt ? reps_opt : (int)fmin(200, fmax(5, 2e8 / ((double)sizes[si] * n)));
+      for (int ai = 0; ai < NALGS; ai++) {
+        blk_arrays spec = BLK_ARRAYS_INIT;
+        spec.array = array_of;
+        spec.count = count;
+        spec.k = k;
+        spec.algorithm = algs[ai];
+        double total = 0;
+        for (int r = -1; r < reps; r++) { /* r = -1: the warm-up */
+          if (blk_master_foreach(m, fill, NULL)) stop("fill: %s", blk_last_error());
+          MPI_Barrier(MPI_COMM_WORLD);
+          double t0 = MPI_Wtime();
+          if (blk_arrays_all_reduce(m, a, &spec))
+            stop("%s at %zu bytes: %s", alg_names[ai], sizes[si], blk_last_error());
+          if (r >= 0) total += MPI_Wtime() - t0;
+        }
+        check_ctx c = {n, -1, 0};
+        if (blk_master_foreach(m, check, &c)) stop("check: %s", blk_last_error());
+        if (c.bad_gid >= 0)
+          stop("WRONG RESULT: %s at %zu bytes: gid %d element %zu", alg_names[ai], sizes[si],
+               c.bad_gid, c.bad_at);
+        double mine = total / reps * 1e6, worst = 0;
+        MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        t[ai][si] = worst;
+        if (out)
+          fprintf(out, "%d %d %d %zu %s %.3f\n", size, n, k, sizes[si], alg_names[ai], worst);
+      }
+      if (rank_ == 0) {
+        int best = 0;
+        printf("| %zu |", sizes[si]);
+        for (int ai = 0; ai < NALGS; ai++) {
+          printf(" %.1f |", t[ai][si]);
+          if (t[ai][si] < t[best][si]) best = ai;
+        }
+        printf(" %s |\n", alg_names[best]);
+      }
+    }
+    if (rank_ == 0) {
+      printf(
+          "\nfitted t = alpha + beta * bytes (weighted least squares):\n\n"
+          "| algorithm | alpha (usec) | beta (usec/MiB) | worst error of the fit |\n"
+          "|---|---:|---:|---:|\n");
+      for (int ai = 0; ai < NALGS; ai++) {
+        double x[MAX_SIZES], al = 0, be = 0, worst = 0;
+        for (int si = 0; si < nsizes; si++) x[si] = (double)sizes[si];
+        fit(x, t[ai], nsizes, &al, &be);
+        for (int si = 0; si < nsizes; si++)
+          worst = fmax(worst, fabs(al + be * x[si] - t[ai][si]) / t[ai][si]);
+        printf("| %s | %.2f | %.1f | %.0f%% |\n", alg_names[ai], al, be * 1048576.0, 100 * worst);
+      }
+    }
+    blk_master_destroy(m);
+    blk_assigner_destroy(a);
+    for (int i = 0; i < local; i++) free(blocks[i].data);
+    free(blocks);
+  }
+  if (out && fclose(out) != 0) stop("writing %s failed", output);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,300 @@
+/*
+ * test_tuning: BLK_ARRAYS_AUTO following a tuning file (blk/master.h).
+ *
+ *   test_tuning            files written here (by rank 0, into a fresh
+ *                          directory): AUTO picks what a file says is
+ *                          fastest, between and beyond the measured sizes,
+ *                          for the nearest block count and k; a file for
+ *                          other rank counts leaves the built-in rules; the
+ *                          all-reduce it picks gives right sums; rank 0's
+ *                          file is everyone's (the others' settings and
+ *                          BLK_TUNING are not read); a missing file and
+ *                          malformed ones fail the create on every rank
+ *                          with the same code and detail
+ *   test_tuning --file F   a file blk-tune wrote: at every size it measured
+ *                          for this rank count, AUTO picks the fastest
+ *                          there (worked out here from the file's lines)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <blk/blk.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static const char *const names[] = {"TREE", "SPLIT", "BUTTERFLY", "RING", "SEGMENTED_RING"};
+
+static const char *name_of(blk_arrays_algorithm a) {
+  return a >= BLK_ARRAYS_TREE && a <= BLK_ARRAYS_SEGMENTED_RING ? names[a - 1] : "AUTO?";
+}
+
+typedef struct block {
+  int gid;
+  float data[4096];
+} block;
+
+static void *array_of(void *data, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  return ((block *)data)->data;
+}
+
+static int fill(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  (void)user;
+  block *b = data;
+  for (int i = 0; i < 4096; i++) b->data[i] = (float)((b->gid * 3 + i) % 7);
+  return 0;
+}
+
+static int verify(void *data, blk_proxy *p, void *user) {
+  (void)p;
+  const int *n = user;
+  block *b = data;
+  for (int i = 0; i < 4096; i++) {
+    float want = 0;
+    for (int g = 0; g < *n; g++) want += (float)((g * 3 + i) % 7);
+    CHECK_MSG(b->data[i] == want, "gid %d element %d is %g, expected %g", b->gid, i,
+              (double)b->data[i], (double)want);
+  }
+  return 0;
+}
+
+/* A master with tuning file `path` (NULL: none given) and n blocks on the
+ * contiguous assigner; *a gets the assigner. Returns the create's code. */
+static int make(blk_master **m, blk_assigner **a, const char *path, int n, block **blocks) {
+  int size, rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = 1;
+  mc.tuning = path;
+  int rc = blk_master_create(m, MPI_COMM_WORLD, &mc);
+  if (rc) return rc;
+  CHECK_OK(blk_assigner_create_contiguous(a, size, n));
+  int gids[64], local = blk_assigner_local_gids(*a, rank, gids, 64);
+  *blocks = calloc((size_t)(local ? local : 1), sizeof **blocks);
+  CHECK(*blocks != NULL);
+  for (int i = 0; i < local; i++) {
+    (*blocks)[i].gid = gids[i];
+    CHECK_OK(blk_master_add(*m, gids[i], &(*blocks)[i], NULL, 0));
+  }
+  return 0;
+}
+
+static void unmake(blk_master *m, blk_assigner *a, block *blocks) {
+  blk_master_destroy(m);
+  blk_assigner_destroy(a);
+  free(blocks);
+}
+
+static blk_arrays_algorithm pick(const blk_master *m, const blk_assigner *a, size_t bytes, int k) {
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = bytes / sizeof(float);
+  spec.k = k;
+  return blk_arrays_all_reduce_algorithm(m, a, &spec);
+}
+
+static void write_file(const char *path, const char *text) {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs(text, f);
+    CHECK(fclose(f) == 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void expect(blk_arrays_algorithm got, blk_arrays_algorithm want, const char *what) {
+  CHECK_MSG(got == want, "%s: AUTO picked %s, the file says %s", what, name_of(got), name_of(want));
+}
+
+/* The checks on files written here. */
+static void own_files(void) {
+  int size, rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char dir[64] = "/tmp/blk-tuning-XXXXXX";
+  if (rank == 0) CHECK(mkdtemp(dir) != NULL);
+  MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+  char good[128], other[128], bad[128], missing[128];
+  snprintf(good, sizeof good, "%s/good.txt", dir);
+  snprintf(other, sizeof other, "%s/other.txt", dir);
+  snprintf(bad, sizeof bad, "%s/bad.txt", dir);
+  snprintf(missing, sizeof missing, "%s/none.txt", dir);
+  /* For this rank count, 2 blocks a rank, k = 2: TREE fastest at 1 KiB,
+   * SEGMENTED_RING at 16 KiB, RING at 64 KiB (where TREE was not
+   * measured, so it does not count), and between 1 and 16 KiB the log-log
+   * lines cross (TREE 10 -> 40, SEGMENTED_RING 20 -> 25: equal near 5.2
+   * KiB). 4 blocks a rank: SPLIT. */
+  char text[2048];
+  int n2 = 2 * size, n4 = 4 * size;
+  snprintf(text, sizeof text,
+           "# written by test_tuning\nblk-tuning 1\n"
+           "%d %d 2 1024 TREE 10\n%d %d 2 1024 SEGMENTED_RING 20\n%d %d 2 1024 RING 50\n"
+           "%d %d 2 16384 TREE 40   # a comment\n%d %d 2 16384 SEGMENTED_RING 25\n"
+           "%d %d 2 65536 SEGMENTED_RING 90\n%d %d 2 65536 RING 60\n\n"
+           "%d %d 2 1024 SPLIT 5\n%d %d 2 1024 TREE 6\n",
+           size, n2, size, n2, size, n2, size, n2, size, n2, size, n2, size, n2, size, n4, size,
+           n4);
+  write_file(good, text);
+  snprintf(text, sizeof text, "blk-tuning 1\n%d %d 2 1024 RING 1\n", size + 1, n2);
+  write_file(other, text);
+
+  blk_master *m;
+  blk_assigner *a;
+  block *blocks;
+  CHECK_OK(make(&m, &a, good, n2, &blocks));
+  expect(pick(m, a, 1024, 2), BLK_ARRAYS_TREE, "1 KiB");
+  expect(pick(m, a, 512, 2), BLK_ARRAYS_TREE, "512 B (below every size: as 1 KiB)");
+  expect(pick(m, a, 2048, 2), BLK_ARRAYS_TREE, "2 KiB (interpolated)");
+  expect(pick(m, a, 8192, 2), BLK_ARRAYS_SEGMENTED_RING, "8 KiB (interpolated)");
+  expect(pick(m, a, 16384, 2), BLK_ARRAYS_SEGMENTED_RING, "16 KiB");
+  expect(pick(m, a, 65536, 2), BLK_ARRAYS_RING, "64 KiB");
+  expect(pick(m, a, 1 << 20, 2), BLK_ARRAYS_RING, "1 MiB (beyond: as 64 KiB)");
+  expect(pick(m, a, 1024, 3), BLK_ARRAYS_TREE, "k = 3 (only k = 2 measured)");
+  /* AUTO runs what it picked, and the sums are right. */
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = 4096;
+  CHECK_OK(blk_master_foreach(m, fill, NULL));
+  CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+  CHECK_OK(blk_master_foreach(m, verify, &n2));
+  /* An explicit algorithm is never overridden. */
+  spec.algorithm = BLK_ARRAYS_BUTTERFLY;
+  CHECK(blk_arrays_all_reduce_algorithm(m, a, &spec) == BLK_ARRAYS_BUTTERFLY);
+  unmake(m, a, blocks);
+
+  /* The nearest block count measured: 4 a rank picks the 4-a-rank lines,
+   * and so does 5 a rank (5/4 is nearer 1 than 5/2). */
+  int counts[] = {4, 5};
+  for (int i = 0; i < 2; i++) {
+    CHECK_OK(make(&m, &a, good, counts[i] * size, &blocks));
+    expect(pick(m, a, 1024, 2), BLK_ARRAYS_SPLIT, "the 4-blocks-a-rank lines");
+    unmake(m, a, blocks);
+  }
+  /* Lines for another rank count only: the built-in rules. */
+  CHECK_OK(make(&m, &a, other, n2, &blocks));
+  CHECK(pick(m, a, 1024, 2) == pick(NULL, a, 1024, 2));
+  unmake(m, a, blocks);
+
+  /* Rank 0's file is everyone's: the others name a file that does not
+   * exist, and BLK_TUNING is set on them only (neither is read). */
+  if (rank != 0) setenv("BLK_TUNING", missing, 1);
+  CHECK_OK(make(&m, &a, rank == 0 ? good : missing, n2, &blocks));
+  expect(pick(m, a, 65536, 2), BLK_ARRAYS_RING, "rank 0's file");
+  unmake(m, a, blocks);
+  /* No path given: rank 0's BLK_TUNING. */
+  if (rank == 0) setenv("BLK_TUNING", good, 1);
+  CHECK_OK(make(&m, &a, NULL, n2, &blocks));
+  expect(pick(m, a, 1024, 2), BLK_ARRAYS_TREE, "BLK_TUNING");
+  unmake(m, a, blocks);
+  unsetenv("BLK_TUNING");
+
+  /* Failures: the same code and detail on every rank, no master. */
+  blk_log_set_level(BLK_LOG_NONE);
+  m = (blk_master *)1;
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.tuning = missing;
+  int rc = blk_master_create(&m, MPI_COMM_WORLD, &mc);
+  CHECK_EQ_INT(rc, BLK_EIO);
+  CHECK(m == NULL);
+  check_agreed(rc, "No such file or directory");
+  check_agreed(rc, "none.txt");
+  static const char *const broken[][2] = {
+      {"1 2 2 1024 TREE 5\n", "line 1: expected \"blk-tuning 1\" first"},
+      {"blk-tuning 2\n1 2 2 1024 TREE 5\n", "line 1: expected \"blk-tuning 1\" first"},
+      {"blk-tuning 1\n\n1 2 2 1K TREE 5\n", "line 3: bytes must be a number > 0"},
+      {"blk-tuning 1\n1 2 1 1024 TREE 5\n", "line 2: k must be a whole number >= 2"},
+      {"blk-tuning 1\n1 2 2 1024 TREE\n", "line 2: expected: ranks blocks k bytes algorithm"},
+      {"blk-tuning 1\n1 2 2 1024 TREE 5 6\n", "line 2: expected: ranks blocks k bytes algorithm"},
+      {"blk-tuning 1\n1 2 2 1024 TREE -5\n", "line 2: microseconds must be a number > 0"},
+      {"blk-tuning 1\n# nothing measured\n", "holds no measurement"},
+      {"", "is empty"},
+  };
+  for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+    write_file(bad, broken[i][0]);
+    mc.tuning = bad;
+    rc = blk_master_create(&m, MPI_COMM_WORLD, &mc);
+    CHECK_EQ_INT(rc, BLK_EINVAL);
+    CHECK(m == NULL);
+    check_agreed(rc, broken[i][1]);
+    check_agreed(rc, "bad.txt");
+  }
+  blk_log_set_level(BLK_LOG_WARN);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    unlink(good);
+    unlink(other);
+    unlink(bad);
+    CHECK(rmdir(dir) == 0);
+  }
+}
+
+/* A file blk-tune wrote: at every (blocks, k, bytes) it measured for this
+ * rank count, AUTO picks the fastest line. */
+static int from_blk_tune(const char *path) {
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  FILE *f = fopen(path, "r");
+  CHECK_MSG(f != NULL, "cannot read %s", path);
+  typedef struct line {
+    int ranks, blocks, k;
+    size_t bytes;
+    char name[32];
+    double usec;
+  } line;
+  line lines[512];
+  int n = 0;
+  char buf[256];
+  while (fgets(buf, sizeof buf, f) && n < 512) {
+    line l;
+    if (sscanf(buf, "%d %d %d %zu %31s %lf", &l.ranks, &l.blocks, &l.k, &l.bytes, l.name,
+               &l.usec) == 6 &&
+        l.ranks == size)
+      lines[n++] = l;
+  }
+  fclose(f);
+  CHECK_MSG(n > 0, "%s has no line for %d ranks", path, size);
+  int checked = 0;
+  for (int i = 0; i < n; i++) {
+    int best = i; /* the fastest line of this (blocks, k, bytes) */
+    for (int j = 0; j < n; j++)
+      if (lines[j].blocks == lines[i].blocks && lines[j].k == lines[i].k &&
+          lines[j].bytes == lines[i].bytes && lines[j].usec < lines[best].usec)
+        best = j;
+    if (best != i) continue;
+    blk_master *m;
+    blk_assigner *a;
+    block *blocks;
+    CHECK_OK(make(&m, &a, path, lines[i].blocks, &blocks));
+    blk_arrays_algorithm got = pick(m, a, lines[i].bytes, lines[i].k);
+    CHECK_MSG(!strcmp(name_of(got), lines[i].name),
+              "%d blocks, %zu bytes: AUTO picked %s, %s says %s", lines[i].blocks, lines[i].bytes,
+              name_of(got), path, lines[i].name);
+    unmake(m, a, blocks);
+    checked++;
+  }
+  return checked;
+}
+
+int main(int argc, char **argv) {
+  int provided, rank;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (argc == 3 && !strcmp(argv[1], "--file")) {
+    int checked = from_blk_tune(argv[2]);
+    if (rank == 0) printf("test_tuning: ok (%d sizes of %s)\n", checked, argv[2]);
+  } else {
+    CHECK_MSG(argc == 1, "usage: test_tuning [--file FILE]");
+    own_files();
+    if (rank == 0) printf("test_tuning: ok\n");
+  }
+  MPI_Finalize();
+  return 0;
+}
