@@ -4,7 +4,7 @@
  * (blk_master_config.tuning or $BLK_TUNING; blk/master.h).
  *
  *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4]
- *                         [--reps N] [--output FILE]
+ *                         [--reps N] [--output FILE] [--evaluate]
  *
  * For each blocks-per-rank count and array size (one block's array of
  * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING)
@@ -21,6 +21,13 @@
  * squares, weighted by 1/t^2 so that small and large sizes count alike) and
  * prints the constants: how far a straight-line cost model is from the
  * measurements (AUTO itself interpolates between the measured sizes).
+ *
+ * --evaluate then times every algorithm at sizes held out of the file (the
+ * geometric midpoints of the measured ones) and scores three ways of
+ * choosing against the fastest there: blk's built-in rules, the file just
+ * written (read by a master, as a program would), and the fitted lines;
+ * it prints chosen time / fastest time for each size, and the mean and
+ * worst of each way.
  */
 #include <blk/blk.h>
 #include <math.h>
@@ -148,6 +155,92 @@ static void fit(const double *x, const double *t, int n, double *a, double *b) {
   *a = (st - *b * sx) / sw;
 }
 
+/* One blocks-per-rank count's master, assigner and blocks (arrays of up to
+ * most floats). */
+typedef struct setup {
+  blk_master *m;
+  blk_assigner *a;
+  block *blocks;
+  int local, n;
+} setup;
+
+static setup make_setup(int size, int bpr, size_t most, const char *tuning) {
+  setup s = {NULL, NULL, NULL, 0, bpr * size};
+  if (blk_assigner_create_contiguous(&s.a, size, s.n)) stop("assigner: %s", blk_last_error());
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = 1;
+  mc.tuning = tuning;
+  if (blk_master_create(&s.m, MPI_COMM_WORLD, &mc)) stop("master: %s", blk_last_error());
+  int gids[MAX_BPR * 8];
+  s.local = blk_assigner_local_gids(s.a, rank_, gids, MAX_BPR * 8);
+  s.blocks = calloc((size_t)(s.local ? s.local : 1), sizeof *s.blocks);
+  if (!s.blocks) stop("no memory");
+  for (int i = 0; i < s.local; i++) {
+    s.blocks[i].gid = gids[i];
+    s.blocks[i].data = malloc((most ? most : 1) * sizeof(float));
+    if (!s.blocks[i].data || blk_master_add(s.m, gids[i], &s.blocks[i], NULL, 0))
+      stop("no memory for blocks of %zu floats", most);
+  }
+  return s;
+}
+
+static void free_setup(setup *s) {
+  blk_master_destroy(s->m);
+  blk_assigner_destroy(s->a);
+  for (int i = 0; i < s->local; i++) free(s->blocks[i].data);
+  free(s->blocks);
+}
+
+/* The slowest rank's mean microseconds of alg on arrays of `bytes`, after a
+ * warm-up; the result is checked. */
+static double measure(setup *s, int k, int ai, size_t bytes, int reps_opt) {
+  size_t count = bytes / sizeof(float);
+  for (int i = 0; i < s->local; i++) s->blocks[i].count = count;
+  int reps = reps_opt ? reps_opt : (int)fmin(200, fmax(5, 2e8 / ((double)bytes * s->n)));
+  blk_arrays spec = BLK_ARRAYS_INIT;
+  spec.array = array_of;
+  spec.count = count;
+  spec.k = k;
+  spec.algorithm = algs[ai];
+  double total = 0;
+  for (int r = -1; r < reps; r++) { /* r = -1: the warm-up */
+    if (blk_master_foreach(s->m, fill, NULL)) stop("fill: %s", blk_last_error());
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (blk_arrays_all_reduce(s->m, s->a, &spec))
+      stop("%s at %zu bytes: %s", alg_names[ai], bytes, blk_last_error());
+    if (r >= 0) total += MPI_Wtime() - t0;
+  }
+  check_ctx c = {s->n, -1, 0};
+  if (blk_master_foreach(s->m, check, &c)) stop("check: %s", blk_last_error());
+  if (c.bad_gid >= 0)
+    stop("WRONG RESULT: %s at %zu bytes: gid %d element %zu", alg_names[ai], bytes, c.bad_gid,
+         c.bad_at);
+  double mine = total / reps * 1e6, worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+static int index_of(blk_arrays_algorithm alg) {
+  for (int ai = 0; ai < NALGS; ai++)
+    if (algs[ai] == alg) return ai;
+  stop("AUTO chose algorithm %d, which blk-tune does not time", (int)alg);
+}
+
+/* What each way of choosing costs on sizes held out of the measurement:
+ * chosen time / best time, mean and worst, over every held-out size. */
+typedef struct quality {
+  double sum, worst;
+  int n;
+} quality;
+
+static void score(quality *q, double chosen, double best) {
+  double r = chosen / best;
+  q->sum += r;
+  q->worst = fmax(q->worst, r);
+  q->n++;
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -155,7 +248,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   size_t sizes[MAX_SIZES];
-  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0;
+  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, evaluate = 0;
   const char *output = "blk-tuning.txt";
   parse_sizes("1K:16M:4", sizes, &nsizes);
   for (int i = 1; i < argc; i++) {
@@ -170,6 +263,8 @@ int main(int argc, char **argv) {
       reps_opt = atoi(v), i++;
     else if (!strcmp(a, "--output") && v)
       output = v, i++;
+    else if (!strcmp(a, "--evaluate"))
+      evaluate = 1;
     else
       stop("unknown option %s (see the top of bench/blk_tune.c)", a);
   }
@@ -188,58 +283,21 @@ int main(int argc, char **argv) {
             when, size, k);
     printf("blk-tune: %d ranks, k = %d, writing %s\n", size, k, output);
   }
+  size_t most = sizes[nsizes - 1] / sizeof(float);
+  double alpha[MAX_BPR][NALGS], beta[MAX_BPR][NALGS];
   for (int bi = 0; bi < nbpr; bi++) {
-    int n = bprs[bi] * size;
-    blk_assigner *a = NULL;
-    blk_master *m = NULL;
-    if (blk_assigner_create_contiguous(&a, size, n)) stop("assigner: %s", blk_last_error());
-    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-    mc.threads = 1;
-    if (blk_master_create(&m, MPI_COMM_WORLD, &mc)) stop("master: %s", blk_last_error());
-    int gids[MAX_BPR * 8], local = blk_assigner_local_gids(a, rank_, gids, MAX_BPR * 8);
-    size_t most = sizes[nsizes - 1] / sizeof(float);
-    block *blocks = calloc((size_t)local, sizeof *blocks);
-    for (int i = 0; i < local; i++) {
-      blocks[i].gid = gids[i];
-      blocks[i].data = malloc((most ? most : 1) * sizeof(float));
-      if (!blocks[i].data || blk_master_add(m, gids[i], &blocks[i], NULL, 0))
-        stop("no memory for blocks of %zu bytes", sizes[nsizes - 1]);
-    }
+    setup s = make_setup(size, bprs[bi], most, NULL);
     double t[NALGS][MAX_SIZES];
     if (rank_ == 0)
       printf(
           "\n%d blocks a rank (%d in all)\n\n| bytes | TREE | SPLIT | BUTTERFLY | RING | "
           "SEGMENTED_RING | fastest |\n|---:|---:|---:|---:|---:|---:|---|\n",
-          bprs[bi], n);
+          bprs[bi], s.n);
     for (int si = 0; si < nsizes; si++) {
-      size_t count = sizes[si] / sizeof(float);
-      for (int i = 0; i < local; i++) blocks[i].count = count;
-      int reps = reps_opt ? reps_opt : (int)fmin(200, fmax(5, 2e8 / ((double)sizes[si] * n)));
       for (int ai = 0; ai < NALGS; ai++) {
-        blk_arrays spec = BLK_ARRAYS_INIT;
-        spec.array = array_of;
-        spec.count = count;
-        spec.k = k;
-        spec.algorithm = algs[ai];
-        double total = 0;
-        for (int r = -1; r < reps; r++) { /* r = -1: the warm-up */
-          if (blk_master_foreach(m, fill, NULL)) stop("fill: %s", blk_last_error());
-          MPI_Barrier(MPI_COMM_WORLD);
-          double t0 = MPI_Wtime();
-          if (blk_arrays_all_reduce(m, a, &spec))
-            stop("%s at %zu bytes: %s", alg_names[ai], sizes[si], blk_last_error());
-          if (r >= 0) total += MPI_Wtime() - t0;
-        }
-        check_ctx c = {n, -1, 0};
-        if (blk_master_foreach(m, check, &c)) stop("check: %s", blk_last_error());
-        if (c.bad_gid >= 0)
-          stop("WRONG RESULT: %s at %zu bytes: gid %d element %zu", alg_names[ai], sizes[si],
-               c.bad_gid, c.bad_at);
-        double mine = total / reps * 1e6, worst = 0;
-        MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        t[ai][si] = worst;
+        t[ai][si] = measure(&s, k, ai, sizes[si], reps_opt);
         if (out)
-          fprintf(out, "%d %d %d %zu %s %.3f\n", size, n, k, sizes[si], alg_names[ai], worst);
+          fprintf(out, "%d %d %d %zu %s %.3f\n", size, s.n, k, sizes[si], alg_names[ai], t[ai][si]);
       }
       if (rank_ == 0) {
         int best = 0;
@@ -251,26 +309,71 @@ int main(int argc, char **argv) {
         printf(" %s |\n", alg_names[best]);
       }
     }
-    if (rank_ == 0) {
+    if (rank_ == 0)
       printf(
           "\nfitted t = alpha + beta * bytes (weighted least squares):\n\n"
           "| algorithm | alpha (usec) | beta (usec/MiB) | worst error of the fit |\n"
           "|---|---:|---:|---:|\n");
-      for (int ai = 0; ai < NALGS; ai++) {
-        double x[MAX_SIZES], al = 0, be = 0, worst = 0;
-        for (int si = 0; si < nsizes; si++) x[si] = (double)sizes[si];
-        fit(x, t[ai], nsizes, &al, &be);
-        for (int si = 0; si < nsizes; si++)
-          worst = fmax(worst, fabs(al + be * x[si] - t[ai][si]) / t[ai][si]);
-        printf("| %s | %.2f | %.1f | %.0f%% |\n", alg_names[ai], al, be * 1048576.0, 100 * worst);
-      }
+    for (int ai = 0; ai < NALGS; ai++) {
+      double x[MAX_SIZES], worst = 0;
+      for (int si = 0; si < nsizes; si++) x[si] = (double)sizes[si];
+      fit(x, t[ai], nsizes, &alpha[bi][ai], &beta[bi][ai]);
+      for (int si = 0; si < nsizes; si++)
+        worst = fmax(worst, fabs(alpha[bi][ai] + beta[bi][ai] * x[si] - t[ai][si]) / t[ai][si]);
+      if (rank_ == 0)
+        printf("| %s | %.2f | %.1f | %.0f%% |\n", alg_names[ai], alpha[bi][ai],
+               beta[bi][ai] * 1048576.0, 100 * worst);
     }
-    blk_master_destroy(m);
-    blk_assigner_destroy(a);
-    for (int i = 0; i < local; i++) free(blocks[i].data);
-    free(blocks);
+    free_setup(&s);
   }
   if (out && fclose(out) != 0) stop("writing %s failed", output);
+  out = NULL;
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* Held out: the sizes halfway (geometrically) between the measured ones,
+   * each algorithm timed there; what the built-in rules, the file just
+   * written (a master reading it, as a program would) and the fitted lines
+   * choose, against the fastest. */
+  if (evaluate && nsizes > 1) {
+    quality q[3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+    static const char *const how[3] = {"built-in rules", "tuning file", "fitted alpha-beta"};
+    if (rank_ == 0)
+      printf(
+          "\nheld-out sizes (chosen / fastest):\n\n| blocks a rank | bytes | fastest | "
+          "built-in | file | fitted |\n|---:|---:|---|---|---|---|\n");
+    for (int bi = 0; bi < nbpr; bi++) {
+      setup s = make_setup(size, bprs[bi], most, output);
+      for (int si = 0; si + 1 < nsizes; si++) {
+        size_t bytes = (size_t)sqrt((double)sizes[si] * (double)sizes[si + 1]);
+        bytes -= bytes % sizeof(float);
+        double t[NALGS];
+        int best = 0, model = 0;
+        for (int ai = 0; ai < NALGS; ai++) {
+          t[ai] = measure(&s, k, ai, bytes, reps_opt);
+          if (t[ai] < t[best]) best = ai;
+          double p = alpha[bi][ai] + beta[bi][ai] * (double)bytes;
+          if (p < alpha[bi][model] + beta[bi][model] * (double)bytes) model = ai;
+        }
+        blk_arrays spec = BLK_ARRAYS_INIT;
+        spec.count = bytes / sizeof(float);
+        spec.k = k;
+        int builtin = index_of(blk_arrays_all_reduce_algorithm(NULL, s.a, &spec));
+        int table = index_of(blk_arrays_all_reduce_algorithm(s.m, s.a, &spec));
+        int chosen[3] = {builtin, table, model};
+        for (int w = 0; w < 3; w++) score(&q[w], t[chosen[w]], t[best]);
+        if (rank_ == 0)
+          printf("| %d | %zu | %s | %s %.2f | %s %.2f | %s %.2f |\n", bprs[bi], bytes,
+                 alg_names[best], alg_names[builtin], t[builtin] / t[best], alg_names[table],
+                 t[table] / t[best], alg_names[model], t[model] / t[best]);
+      }
+      free_setup(&s);
+    }
+    if (rank_ == 0) {
+      printf("\n| choice | mean chosen/fastest | worst |\n|---|---:|---:|\n");
+      for (int w = 0; w < 3; w++)
+        printf("| %s | %.3f | %.2f |\n", how[w], q[w].sum / q[w].n, q[w].worst);
+    }
+  }
   MPI_Finalize();
   return 0;
 }
