@@ -178,7 +178,8 @@ int blk_master_config_init(blk_master_config *cfg, unsigned int version);
  * BLK_MASTER_CONFIG_INIT or blk_master_config_init has version 0), threads < 1
  * other than BLK_THREADS_AUTO, log_level not BLK_LOG_DEFAULT or a level, a
  * budget without the create/destroy/save/load callbacks, mem_bytes without
- * size, a BLK_FAULT value that cannot be read), BLK_EIO (the spill directory
+ * size, a BLK_FAULT value that cannot be read, a tuning file that does not
+ * parse), BLK_EIO (rank 0's tuning file cannot be read; the spill directory
  * does not exist or is not writable; the detail names it and the rank),
  * BLK_ETHREADLEVEL (threads > 1 but MPI was initialised with less than
  * MPI_THREAD_FUNNELED), BLK_EMPI, BLK_ENOMEM. Two are returned only where they
@@ -259,6 +260,23 @@ typedef int (*blk_foreach_fn)(void *block, blk_proxy *proxy, void *user);
  * loaded did not run; after a failed eviction every block ran, over the
  * budget). */
 int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user);
+
+/* Chooses the blocks a foreach runs, without the block itself (out of core
+ * it is not loaded to be asked): gid, and the bytes waiting in its in
+ * queues (what the last exchange delivered; of a queue in memory, the part
+ * no callback has read). Nonzero: run it. Called on the calling thread,
+ * before any callback. */
+typedef int (*blk_select_fn)(int gid, size_t queued, void *user);
+
+/* A select that takes the blocks with something in their in queues: a
+ * foreach over the blocks a step of message passing reached. */
+int blk_select_incoming(int gid, size_t queued, void *user);
+
+/* blk_master_foreach over the blocks select takes (select NULL: every
+ * block). The others are skipped: not run and, out of core, not loaded.
+ * Collective, with the errors of blk_master_foreach; a rank that selects
+ * nothing still takes part. */
+int blk_master_foreach_some(blk_master *m, blk_foreach_fn fn, blk_select_fn select, void *user);
 
 /* Delivers what every block enqueued to its links since the last exchange,
  * and completes the value all-reduces blocks posted (blk_proxy_all_reduce_*).

@@ -6,7 +6,10 @@
  * callback that fails does not stop the others: every block runs, the
  * failures are recorded, and the closing agreement makes the earliest one
  * every rank's. Cost: one pool hand-off per block (none with one thread)
- * and one agreement (2 alpha log p).
+ * and one agreement (2 alpha log p). blk_master_foreach_some asks its
+ * select for every block first, from what the block table knows without
+ * the block (its in queues, in memory or in their records), and schedules
+ * only those it takes.
  */
 #include <stddef.h>
 
@@ -60,7 +63,24 @@ static void foreach_load_failed(void *ctx, int lid, int code) {
                blk_last_error());
 }
 
-static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
+/* Bytes waiting in b's in queues: the unread ones of those in memory, and
+ * all of those gone out with the block (their records' raw size). */
+static size_t queued(const blk__block *b) {
+  size_t n = 0;
+  for (int i = 0; i < b->nlinks; i++) {
+    n += blk_buffer_remaining(&b->in[i]);
+    if (b->in_rec) n += (size_t)b->in_rec[i].raw;
+  }
+  return n;
+}
+
+int blk_select_incoming(int gid, size_t queued_bytes, void *user) {
+  (void)gid;
+  (void)user;
+  return queued_bytes > 0;
+}
+
+static void run_foreach(blk_master *m, blk_foreach_fn fn, blk_select_fn select, void *user) {
   int nblocks = blk__table_count(&m->table);
   /* Per block: the code, blk's reason, the task's argument and a pointer to
    * it, in storage kept for the next foreach. */
@@ -91,8 +111,13 @@ static void run_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
   sched = 1;
   s.on_error = foreach_load_failed;
   s.on_error_ctx = m;
-  for (int i = 0; i < nblocks; i++) blk__sched_ready(&s, i, 0, 1);
-  int left = nblocks;
+  int left = 0;
+  for (int i = 0; i < nblocks; i++) {
+    const blk__block *b = blk__table_at(&m->table, i);
+    if (select && !select(b->gid, queued(b), user)) continue;
+    blk__sched_ready(&s, i, 0, 1);
+    left++;
+  }
   while (left > 0) {
     blk__sched_pump(&s);
     size_t got = blk__sched_collect(&s, lids, ran, 64, -1);
@@ -109,15 +134,19 @@ exit:
   if (sched) blk__sched_free(&s);
 }
 
-int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
+int blk_master_foreach_some(blk_master *m, blk_foreach_fn fn, blk_select_fn select, void *user) {
   if (!m) return blk__fail(BLK_EINVAL, "master: foreach: the master is NULL");
   BLK__ENTER(m);
   blk__op_begin(&m->op, "foreach", NULL, NULL);
   if (!fn)
     blk__op_fail(&m->op, BLK_EINVAL, -1, -1, "the callback is NULL");
   else if (blk__table_count(&m->table) > 0)
-    run_foreach(m, fn, user);
+    run_foreach(m, fn, select, user);
   int rc = blk__op_close(&m->op);
   BLK__LEAVE();
   return rc;
+}
+
+int blk_master_foreach(blk_master *m, blk_foreach_fn fn, void *user) {
+  return blk_master_foreach_some(m, fn, NULL, user);
 }
