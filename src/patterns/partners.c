@@ -40,8 +40,10 @@ struct blk_partners {
   int max_group;
 };
 
-/* Wrap a built-in state; on failure the state is freed. */
-static int wrap_regular(blk_partners **out, const blk_partners_ops *ops, blk__regular *s) {
+/* Wrap a built-in state (right by construction, so not checked as a custom
+ * one is); on failure the state is freed. round_digit may be NULL. */
+static int wrap_builtin(blk_partners **out, const blk_partners_ops *ops, void *s,
+                        int (*round_digit)(const void *, int, blk__round_digit *), int max_group) {
   blk_partners *p = malloc(sizeof *p);
   if (p == NULL) {
     ops->destroy(s);
@@ -49,12 +51,16 @@ static int wrap_regular(blk_partners **out, const blk_partners_ops *ops, blk__re
   }
   p->ops = ops;
   p->state = s;
-  p->round_digit = blk__regular_round_digit;
+  p->round_digit = round_digit;
   p->rounds = ops->rounds(s);
   p->nblocks = ops->nblocks(s);
-  p->max_group = blk__regular_max_group(s);
+  p->max_group = max_group;
   *out = p;
   return 0;
+}
+
+static int wrap_regular(blk_partners **out, const blk_partners_ops *ops, blk__regular *s) {
+  return wrap_builtin(out, ops, s, blk__regular_round_digit, blk__regular_max_group(s));
 }
 
 int blk_partners_create(blk_partners **out, blk_pattern pattern, int dim, const int *divisions,
@@ -200,19 +206,8 @@ int blk__partners_create_ring(blk_partners **out, int nblocks, int rounds) {
   void *s = NULL;
   int rc = blk__ring_create(&ops, &s, nblocks, rounds);
   if (rc != 0) return rc;
-  blk_partners *p = malloc(sizeof *p);
-  if (p == NULL) {
-    ops->destroy(s);
-    return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
-  }
-  p->ops = ops;
-  p->state = s;
-  p->round_digit = NULL; /* no axis, radix or position: a ring is not a digit */
-  p->rounds = rounds;
-  p->nblocks = nblocks;
-  p->max_group = nblocks > 1 ? 1 : 0;
-  *out = p;
-  return 0;
+  /* No axis, radix or position: a ring is not a digit. */
+  return wrap_builtin(out, ops, s, NULL, nblocks > 1 ? 1 : 0);
 }
 
 int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state) {
