@@ -116,7 +116,7 @@ typedef struct blk_arrays {
   blk_op op; /* BLK_OP_SUM, BLK_OP_MIN, BLK_OP_MAX */
   int k;     /* radix of the rounds */
   blk_arrays_algorithm algorithm;
-  void *user; /* passed to array */
+  void *user; /* passed to array (and combine) */
   /* Version 2: */
   size_t segment; /* SEGMENTED_RING's most bytes a message; 0: BLK_ARRAYS_SEGMENT_BYTES */
   /* Version 3: */
@@ -138,7 +138,8 @@ int blk_arrays_init(blk_arrays *spec, unsigned int version);
 /* Every block's array becomes the element-wise op over all blocks' arrays.
  * Errors: BLK_EINVAL (a spec version this blk does not know, no array callback,
  * k < 2, unknown type, op or algorithm, count * element size past SIZE_MAX, the
- * assigner's rank count does not match), BLK_ENOMEM (out of memory, or, before
+ * assigner's rank count does not match, a ring whose segments would take more
+ * than 2^24 rounds), BLK_ENOMEM (out of memory, or, before
  * anything runs, a count whose array alone is larger than this process can
  * have: physical memory, RLIMIT_AS or RLIMIT_DATA; the detail names count,
  * bytes and limit), BLK_EMPI, BLK_EIO and BLK_ECORRUPT (out-of-core).
