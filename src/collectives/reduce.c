@@ -756,20 +756,21 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
   keep->order = keep->place = keep->phase = NULL;
   keep->nphases = 0;
   if (n < 2) return;
-  int cap = 0; /* the widest round's partners */
-  for (int r = 0; r < R; r++) {
-    int radix = blk_partners_round_radix(s->p, r);
-    if (radix > cap) cap = radix;
-  }
-  cap = cap > 0 ? cap : 1;
   keyed *k = blk__malloc((size_t)n * sizeof *k);
   int *phase = blk__malloc((size_t)(R + 1) * sizeof *phase);
-  int *first = blk__malloc((size_t)(R + 2) * sizeof *first);
-  int *buf = blk__malloc((size_t)cap * sizeof *buf);
-  groups g = {blk__malloc((size_t)n * sizeof(int)), blk__malloc((size_t)n * sizeof(int)), n, 1};
   int *order = blk__malloc((size_t)n * sizeof *order);
-  int *place = NULL, nph = 1, ok = k && phase && first && buf && g.up && g.size && order;
-  if (ok && room >= n) { /* in memory: the depth-first order */
+  int *place = NULL, nph = 1, ok = k && phase && order;
+  /* Out of core only: the phases' first rounds, a partner list as long as
+   * the largest (custom patterns too), and the groups. */
+  const int ooc = room < n;
+  int cap = ooc ? blk_partners_max_group(s->p) : 0;
+  cap = cap > 0 ? cap : 1;
+  int *first = ooc ? blk__malloc((size_t)(R + 2) * sizeof *first) : NULL;
+  int *buf = ooc ? blk__malloc((size_t)cap * sizeof *buf) : NULL;
+  groups g = {ooc ? blk__malloc((size_t)n * sizeof(int)) : NULL,
+              ooc ? blk__malloc((size_t)n * sizeof(int)) : NULL, n, 1};
+  if (ooc) ok = ok && first && buf && g.up && g.size;
+  if (ok && !ooc) { /* in memory: the depth-first order */
     for (int i = 0; i < n; i++) k[i] = (keyed){0, order_key(s, i, 0), i};
     qsort(k, (size_t)n, sizeof *k, by_key);
     for (int i = 0; i < n; i++) order[i] = k[i].lid;
