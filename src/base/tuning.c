@@ -37,10 +37,6 @@ void blk__tuning_free(blk__tuning *t) {
   free(t);
 }
 
-size_t blk__tuning_count(const blk__tuning *t) {
-  return t ? t->n : 0;
-}
-
 /* The next whitespace-separated word of line[*at, end) into w (at most cap-1
  * characters); 0 when there is none or it is too long. */
 static int word(const char *line, size_t end, size_t *at, char *w, size_t cap) {

@@ -32,9 +32,6 @@ int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const cha
 
 void blk__tuning_free(blk__tuning *t);
 
-/* The measurements it holds. */
-size_t blk__tuning_count(const blk__tuning *t);
-
 /* The index in names[0, nnames) of the fastest algorithm for the job (see
  * the top), counting only the names listed; -1 if the table has nothing for
  * this rank count or none of these names there. */
