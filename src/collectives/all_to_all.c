@@ -6,7 +6,11 @@
  * from it only in digit e of their gid, listed by that digit, so the block
  * forwards a message for destination d to the member in d's position
  * (blk_partners_round_position). After the last round every digit agrees:
- * the message is at d.
+ * the message is at d. A count with a prime factor above max(k, 16) is
+ * folded first (patterns/partners_folded.h): the extras hand everything
+ * to their stand-ins, the rest swap as virtual blocks, and a last round
+ * hands the extras what is theirs; 1009 blocks would otherwise send 1009
+ * messages each in one round.
  *
  * What a block sends to one destination travels as an item (src, dst,
  * size, bytes); all items for one group member go in that round's one
@@ -34,7 +38,7 @@
  * its own when the user asks for the buffer, so it may still be kept
  * (blk/proxy.h).
  *
- * With one round (n <= k, or n prime: a direct exchange) a message carries
+ * With one round (n <= k, or n a prime up to 16: a direct exchange) a message carries
  * exactly one block's bytes for its receiver, so it goes without item
  * headers: the queue send_fn filled (bytes, or a reference) becomes the
  * round's out queue, and the message that arrives becomes receive_fn's in
@@ -74,6 +78,7 @@
 #include "blk/reduce.h"
 #include "collectives/reduce_run.h"
 #include "master/master_state.h"
+#include "patterns/partners_folded.h"
 #include "runtime/callback.h"
 #include "runtime/proxy_state.h"
 
@@ -115,8 +120,9 @@ typedef struct a2a_block {
   size_t cap_in;
 } a2a_block;
 
-/* Swap rounds over one axis run at most one round per factor of n. */
-#define MAX_ROUNDS 32
+/* Swap rounds over one axis run at most one round per factor of n, and
+ * two more when n is folded. */
+#define MAX_ROUNDS 34
 
 typedef struct a2a {
   blk_master *m;
@@ -125,10 +131,12 @@ typedef struct a2a {
   blk_foreach_fn send_fn, receive_fn;
   blk_all_to_all_place_fn place; /* the caller's, or NULL */
   void *user;
-  int nblocks, rounds, me;
+  int nblocks, k, rounds, me;
   int refs; /* no budget: items inside the rank travel as references */
+  int fold;  /* folded (partners_folded.h): gids 2i+1 for i < fold are extras */
   /* Round e's digit of a gid, (gid / step[e]) % radix[e]: the partners'
-   * blk_partners_round_position over one axis, without a call per item. */
+   * blk_partners_round_position over one axis, without a call per item
+   * (folded: of the virtual block the gid stands as). */
   int step[MAX_ROUNDS], radix[MAX_ROUNDS];
   a2a_block *blocks; /* by lid, kept from one call to the next */
 } a2a;
@@ -184,8 +192,15 @@ static int by_reference(const a2a *s, int gid) {
   return s->refs && blk_assigner_rank(s->a, gid) == s->me;
 }
 
-/* The member of round's group on the way to dst. */
+/* The member of round's group on the way to dst. Folded, round 0 gives
+ * everything to the stand-in (or keeps it), the last round gives an
+ * extra's items to it, and the rounds between route by virtual blocks. */
 static int position(const a2a *s, int round, int dst) {
+  if (s->fold) {
+    if (round == 0) return 0;
+    if (round == s->rounds - 1) return dst < 2 * s->fold && (dst & 1);
+    dst = dst < 2 * s->fold ? dst / 2 : dst - s->fold;
+  }
   return (dst / s->step[round]) % s->radix[round];
 }
 
@@ -581,11 +596,10 @@ static a2a_block *take_blocks(blk_master *m, int nlocal) {
 /* The digit arithmetic of the rounds (see a2a), checked against the
  * partners where it is cheap to: a difference is a bug in blk. */
 static void digits(a2a *s) {
+  s->fold = s->nblocks - blk__fold_base(s->nblocks, s->k);
   for (int e = 0; e < s->rounds; e++) {
-    int group[2] = {0, 0};
-    s->radix[e] = blk_partners_round_radix(s->p, e);
-    blk_partners_out(s->p, e, 0, group, 2);
-    s->step[e] = group[1] - group[0];
+    s->radix[e] = blk_partners_round_radix(s->p, e); /* (-1 for the fold rounds) */
+    s->step[e] = blk_partners_round_step(s->p, e);
     for (int g = 0; g < s->nblocks && g < 64; g++)
       if (position(s, e, g) != blk_partners_round_position(s->p, e, g))
         blk__panic("all_to_all: round %d puts gid %d at %d, not %d", e, g,
@@ -619,6 +633,7 @@ int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contigu
     return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");
   a2a s = {.m = m, .a = a, .send_fn = send_fn, .receive_fn = receive_fn, .user = user};
   s.nblocks = blk_assigner_nblocks(a);
+  s.k = k;
   s.me = blk__comm_rank(m->comm);
   /* A reference cannot be spilled, so under a budget that may swap a block
    * out every message is whole in itself (as the array collectives do); one
@@ -633,7 +648,7 @@ int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contigu
                    "all_to_all: the config has version %u; this blk knows 1..%u (initialise it "
                    "with BLK_ALL_TO_ALL_CONFIG_INIT or blk_all_to_all_config_init)",
                    cfg->version, BLK_ALL_TO_ALL_CONFIG_VERSION);
-  if (!rc) rc = blk_partners_create(&p, BLK_SWAP, 1, &s.nblocks, k, contiguous);
+  if (!rc) rc = blk__partners_create_folding(&p, BLK_SWAP, s.nblocks, k, contiguous);
   if (!rc && !(s.blocks = take_blocks(m, nlocal)))
     rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", nlocal);
   if (!rc && blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */

@@ -23,6 +23,7 @@
 #include "base/memory_limit.h"
 #include "blk/decomposer.h"
 #include "blk/partners.h"
+#include "patterns/partners_folded.h"
 #include "patterns/partners_regular.h"
 #include "patterns/partners_ring.h"
 
@@ -35,6 +36,8 @@ struct blk_partners {
   void *state;
   /* NULL for custom patterns */
   int (*round_digit)(const void *state, int round, blk__round_digit *out);
+  /* NULL where the digit gives the position (all but folded patterns) */
+  int (*round_position)(const void *state, int round, int gid);
   int rounds;
   int nblocks;
   int max_group;
@@ -52,6 +55,7 @@ static int wrap_builtin(blk_partners **out, const blk_partners_ops *ops, void *s
   p->ops = ops;
   p->state = s;
   p->round_digit = round_digit;
+  p->round_position = NULL;
   p->rounds = ops->rounds(s);
   p->nblocks = ops->nblocks(s);
   p->max_group = max_group;
@@ -210,6 +214,40 @@ int blk__partners_create_ring(blk_partners **out, int nblocks, int rounds) {
   return wrap_builtin(out, ops, s, NULL, nblocks > 1 ? 1 : 0);
 }
 
+/* A folded pattern's inner rounds are the inner pattern's digits; its fold
+ * rounds have none. */
+static int folded_digit(const void *state, int round, blk__round_digit *out) {
+  int i = blk__folded_inner_round(state, round);
+  const blk_partners *inner = blk__folded_inner(state);
+  if (i < 0 || !inner->round_digit) return -1;
+  return inner->round_digit(inner->state, i, out);
+}
+
+int blk__partners_create_folded(blk_partners **out, blk_partners *inner, int n, int fold_in,
+                                int fold_out) {
+  *out = NULL;
+  const blk_partners_ops *ops = NULL;
+  void *s = NULL;
+  int group = blk_partners_max_group(inner);
+  int rc = blk__folded_create(&ops, &s, inner, n, fold_in, fold_out);
+  if (rc != 0) return rc;
+  rc = wrap_builtin(out, ops, s, folded_digit, group > 2 ? group : 2);
+  if (rc == 0) (*out)->round_position = blk__folded_position;
+  return rc;
+}
+
+int blk__partners_create_folding(blk_partners **out, blk_pattern pattern, int n, int k,
+                                 int contiguous) {
+  *out = NULL;
+  int m = n >= 1 && k >= 2 ? blk__fold_base(n, k) : n;
+  if (m == n) return blk_partners_create(out, pattern, 1, &n, k, contiguous);
+  blk_partners *inner = NULL;
+  int rc = blk_partners_create(&inner, pattern, 1, &m, k, contiguous);
+  if (rc != 0) return rc;
+  return blk__partners_create_folded(out, inner, n, pattern != BLK_BROADCAST,
+                                     pattern != BLK_MERGE);
+}
+
 int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state) {
   if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
   *out = NULL;
@@ -252,6 +290,7 @@ int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, 
   p->ops = ops;
   p->state = state;
   p->round_digit = NULL;
+  p->round_position = NULL;
   p->rounds = rounds;
   p->nblocks = nblocks;
   p->max_group = max_group;
@@ -323,12 +362,17 @@ int blk_partners_round_step(const blk_partners *p, int round) {
 
 int blk_partners_round_coord_position(const blk_partners *p, int round, int coord) {
   blk__round_digit dg;
+  if (p != NULL && p->round_position != NULL) return -1; /* folded: no grid */
   if (!digit(p, round, &dg) || coord < 0 || coord >= dg.divisions) return -1;
   return coord / dg.step % dg.radix;
 }
 
 int blk_partners_round_position(const blk_partners *p, int round, int gid) {
   blk__round_digit dg;
+  if (p != NULL && p->round_position != NULL) {
+    if (round < 0 || round >= p->rounds || gid < 0 || gid >= p->nblocks) return -1;
+    return p->round_position(p->state, round, gid);
+  }
   if (!digit(p, round, &dg) || gid < 0 || gid >= p->nblocks) return -1;
   return gid / dg.stride % dg.divisions / dg.step % dg.radix;
 }
