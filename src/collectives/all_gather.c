@@ -8,7 +8,11 @@
  * message it sent itself, so that it travels out of core with the block),
  * and joins them in the order of the members' positions: with contiguous
  * swap rounds the members' ranges are adjacent in that order, so the joined
- * run is the range of the whole group, still in gid order. Before the last
+ * run is the range of the whole group, still in gid order. A folded count
+ * (patterns/partners_folded.h) adds a first round in which an extra sends
+ * its run to its stand-in, the gid before it, and a last in which the
+ * stand-in sends it the whole; the runs of those rounds join in gid order.
+ * Before the last
  * round it sends the joined run to the others and keeps it in the message
  * to itself; in the last round the run holds every gid and goes to take.
  *
@@ -26,6 +30,7 @@
 #include "base/fail.h"
 #include "blk/partners.h"
 #include "collectives/reduce_run.h"
+#include "patterns/partners_folded.h"
 #include "runtime/callback.h"
 #include "runtime/proxy_state.h"
 
@@ -84,7 +89,8 @@ static int out_self(blk_proxy *p, int gid) {
 /* The runs of this round's group, joined in position order, into q. */
 static int join(const gather *g, blk_proxy *p, int gid, blk_buffer *q, uint64_t *pieces) {
   int r = blk_proxy_round(p), k = blk_partners_round_radix(g->p, r - 1),
-      nin = blk_proxy_in_count(p);
+      nin = blk_proxy_in_count(p), fold = k < 0;
+  if (fold) k = nin; /* a fold round: the runs of adjacent gids, in gid order */
   run stack[16], *runs = k <= 16 ? stack : blk__calloc((size_t)k, sizeof *runs);
   unsigned char seen_stack[16], *seen = k <= 16 ? seen_stack : blk__calloc((size_t)k, 1);
   int rc = BLK_OK;
@@ -94,7 +100,7 @@ static int join(const gather *g, blk_proxy *p, int gid, blk_buffer *q, uint64_t 
   }
   memset(seen, 0, (size_t)k);
   for (int i = 0; i < nin; i++) {
-    int at = blk_partners_round_position(g->p, r - 1, blk_proxy_in_gid(p, i));
+    int at = fold ? i : blk_partners_round_position(g->p, r - 1, blk_proxy_in_gid(p, i));
     if (at < 0 || at >= k || seen[at])
       blk__proxy_misuse(p, "all_gather: gid %d: a run from gid %d at place %d of %d", gid,
                         blk_proxy_in_gid(p, i), at, k);
@@ -184,7 +190,8 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
   int self = out_self(p, gid);
   for (int i = 0; i < blk_proxy_out_count(p) && !rc; i++)
     if (i != self) rc = blk_proxy_enqueue(p, i, run_q.data, run_q.size);
-  if (!rc) blk_buffer_swap(blk_proxy_outgoing(p, self), &run_q); /* (its queue was empty) */
+  if (!rc && self >= 0) /* (an extra folding sends only to its stand-in) */
+    blk_buffer_swap(blk_proxy_outgoing(p, self), &run_q); /* (its queue was empty) */
   blk_buffer_free(&run_q);
   return rc;
 }
@@ -197,7 +204,7 @@ int blk_all_gather(blk_master *m, const blk_assigner *a, int k, blk_gather_give_
     return blk__fail(BLK_EINVAL, "all_gather: the assigner, give or take is NULL");
   gather g = {NULL, blk_assigner_nblocks(a), give, take, user};
   blk_partners *p = NULL;
-  int rc = blk_partners_create(&p, BLK_SWAP, 1, &g.nblocks, k, 1);
+  int rc = blk__partners_create_folding(&p, BLK_SWAP, g.nblocks, k, 1);
   if (rc) return blk__reduce_abort(m, rc, driver.name); /* the others may be under way */
   g.p = p;
   rc = blk__reduce_run(m, a, p, gather_round, &g, &driver);

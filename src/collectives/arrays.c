@@ -45,6 +45,7 @@
 #include "blk/reduce.h"
 #include "collectives/reduce_run.h"
 #include "master/master_state.h"
+#include "patterns/partners_folded.h"
 #include "patterns/partners_ring.h"
 #include "runtime/proxy_state.h"
 
@@ -56,6 +57,10 @@ typedef struct job {
   int copy;       /* tree rounds copy what arrives (broadcasting) instead of combining */
   int by_ref;     /* messages refer to the block's array instead of copying it */
   int place_from; /* from this round a message from another rank lands in the array */
+  /* SPLIT over a folded count (partners_folded.h; 0 otherwise): the extras,
+   * the scatter's fold rounds before its inner rounds, its inner rounds, and
+   * the gather's fold rounds before its inner rounds. */
+  int fold, off, inner, goff;
 } job;
 
 #define NO_PLACE INT_MAX
@@ -109,11 +114,24 @@ static unsigned char *array_of(const job *j, void *block, int gid) {
   return j->spec->array(block, gid, j->spec->user);
 }
 
-/* The gid range a block holds in SPLIT after `done` exchange rounds. */
+/* Where the piece of virtual block v (folded: of the gids it covers)
+ * begins; v = the virtual count gives the end of the array. */
+static size_t piece(const job *j, int v) {
+  int g = v < j->fold ? 2 * v : v + j->fold;
+  return blk_arrays_piece_begin(j->spec->count, j->nblocks, g);
+}
+
+/* Where gid g's own piece begins. */
+static size_t own_piece(const job *j, int g) {
+  return blk_arrays_piece_begin(j->spec->count, j->nblocks, g);
+}
+
+/* The virtual block range a block holds in SPLIT after `done` inner
+ * exchange rounds (folded: of the virtual block it stands as). */
 static void share(const job *j, int gid, int done, int *lo, int *hi) {
   *lo = 0;
-  *hi = j->nblocks;
-  for (int e = 0; e < done; e++) {
+  *hi = j->nblocks - j->fold;
+  for (int e = j->off; e < j->off + done; e++) {
     int k = blk_partners_round_radix(j->p, e), width = (*hi - *lo) / k;
     int pos = blk_partners_round_position(j->p, e, gid);
     *lo += pos * width;
@@ -163,7 +181,10 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
   int gid = blk_proxy_gid(p), nin = blk_proxy_in_count(p);
   unsigned char *a = array_of(j, block, gid);
   size_t bytes = j->spec->count * j->elem;
-  if (nin > 1) {
+  if (nin == 1 && blk_proxy_in_gid(p, 0) != gid) { /* an extra, unfolded */
+    check_size(p, 0, bytes);
+    if (bytes) memcpy(a, blk_proxy_dequeue_view(p, 0, bytes), bytes);
+  } else if (nin > 1) {
     int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
     unsigned char *acc = a;
     if (!in_place && !(acc = blk__malloc(bytes ? bytes : 1)))
@@ -200,13 +221,20 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
  * the group sent for this block's share. */
 static int scatter_round(void *block, blk_proxy *p, void *user) {
   const job *j = user;
-  int gid = blk_proxy_gid(p), r = blk_proxy_round(p);
+  int gid = blk_proxy_gid(p), e = blk_proxy_round(p) - j->off; /* the inner round */
   unsigned char *a = array_of(j, block, gid);
-  size_t count = j->spec->count;
+  if (e > j->inner) { /* unfolded: an extra gets its piece from its stand-in */
+    size_t from = own_piece(j, gid), to = own_piece(j, gid + 1), bytes = (to - from) * j->elem;
+    for (int i = 0; i < blk_proxy_in_count(p); i++) {
+      if (blk_proxy_in_gid(p, i) == gid) continue; /* (the others: from themselves) */
+      check_size(p, i, bytes);
+      if (bytes) memcpy(a + from * j->elem, blk_proxy_dequeue_view(p, i, bytes), bytes);
+    }
+    return BLK_OK;
+  }
   int lo, hi;
-  share(j, gid, r, &lo, &hi);
-  size_t from = blk_arrays_piece_begin(count, j->nblocks, lo);
-  size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
+  share(j, gid, e < 0 ? 0 : e, &lo, &hi); /* (e < 0: an extra's fold: all of it) */
+  size_t from = piece(j, lo), to = piece(j, hi);
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     if (blk_proxy_in_gid(p, i) == gid) continue;
     check_size(p, i, (to - from) * j->elem);
@@ -215,10 +243,17 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
   }
   int nout = blk_proxy_out_count(p);
   for (int i = 0; i < nout; i++) {
-    if (blk_proxy_out_gid(p, i) == gid) continue;
-    int width = (hi - lo) / nout, plo = lo + i * width;
-    size_t pf = blk_arrays_piece_begin(count, j->nblocks, plo);
-    size_t pt = blk_arrays_piece_begin(count, j->nblocks, plo + width);
+    int to_gid = blk_proxy_out_gid(p, i);
+    if (to_gid == gid) continue;
+    size_t pf, pt;
+    if (e == j->inner) { /* the unfold: the extra's own piece */
+      pf = own_piece(j, to_gid);
+      pt = own_piece(j, to_gid + 1);
+    } else {
+      int width = (hi - lo) / nout, plo = lo + i * width;
+      pf = piece(j, plo);
+      pt = piece(j, plo + width);
+    }
     int rc = send_bytes(j, p, i, a + pf * j->elem, (pt - pf) * j->elem);
     if (rc) return rc;
   }
@@ -230,26 +265,36 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
  * after gather round r the share is the scatter's after R - r rounds. */
 static int gather_round(void *block, blk_proxy *p, void *user) {
   const job *j = user;
-  int gid = blk_proxy_gid(p), r = blk_proxy_round(p);
-  int R = blk_partners_rounds(j->p);
+  int gid = blk_proxy_gid(p), e = blk_proxy_round(p) - j->goff; /* the inner round */
+  int R = j->inner;
   unsigned char *a = array_of(j, block, gid);
-  size_t count = j->spec->count;
+  size_t from, to;
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     int src = blk_proxy_in_gid(p, i);
     if (src == gid) continue;
-    int lo, hi;
-    share(j, src, R - r + 1, &lo, &hi);
-    size_t from = blk_arrays_piece_begin(count, j->nblocks, lo);
-    size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
+    if (e == 0) { /* the fold: an extra's own piece */
+      from = own_piece(j, src);
+      to = own_piece(j, src + 1);
+    } else { /* (after the last inner round: the whole array, to an extra) */
+      int lo, hi;
+      share(j, src, R - e + 1, &lo, &hi);
+      from = piece(j, lo);
+      to = piece(j, hi);
+    }
     check_size(p, i, (to - from) * j->elem);
     memcpy(a + from * j->elem,
            blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem),
            (to - from) * j->elem);
   }
-  int lo, hi;
-  share(j, gid, R - r, &lo, &hi);
-  size_t from = blk_arrays_piece_begin(count, j->nblocks, lo);
-  size_t to = blk_arrays_piece_begin(count, j->nblocks, hi);
+  if (e < 0) { /* an extra's fold: its own piece to its stand-in */
+    from = own_piece(j, gid);
+    to = own_piece(j, gid + 1);
+  } else {
+    int lo, hi;
+    share(j, gid, R - e, &lo, &hi);
+    from = piece(j, lo);
+    to = piece(j, hi);
+  }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     if (blk_proxy_out_gid(p, i) == gid) continue;
     int rc = send_bytes(j, p, i, a + from * j->elem, (to - from) * j->elem);
@@ -560,7 +605,7 @@ static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, b
 typedef struct kept_partners {
   struct {
     blk_partners *p;
-    int pattern, n, k, contiguous; /* pattern -1: SPLIT's gather, the scatter's rounds reversed */
+    int pattern, n, k, contiguous; /* pattern: blk_pattern's or PATTERN_ below */
     unsigned used;
   } e[KEPT_PARTNERS];
   unsigned clock;
@@ -572,25 +617,56 @@ static void kept_partners_free(void *mem) {
   free(kp);
 }
 
-/* The partners of SPLIT's gather: the rounds of scatter (the swap partners
- * in halving order) backwards. */
-static int make_gather(blk_partners **out, const blk_partners *scatter, int n) {
+/* Patterns of the array collectives besides blk_pattern's (which fold as
+ * blk__partners_create_folding does):
+ *  SCATTER  SPLIT's first half: swap rounds in halving order, folded
+ *           without the unfold (the gather does it);
+ *  GATHER   SPLIT's second half: the scatter's inner rounds backwards,
+ *           then the unfold;
+ *  GATHER_ALL  the same with the fold first too (blk_arrays_all_gather);
+ *  RING     the ring (k is then its rounds);
+ *  SCAN     swap rounds in contiguous order, never folded: a scan needs
+ *           each virtual block to stand for one gid. */
+#define PATTERN_SCATTER (-1)
+#define PATTERN_GATHER (-2)
+#define PATTERN_GATHER_ALL (-3)
+#define PATTERN_RING (-4)
+#define PATTERN_SCAN (-5)
+
+/* The swap rounds of SPLIT's gather over n blocks: the scatter's (halving
+ * order) backwards. */
+static int make_gather(blk_partners **out, int n, int k) {
+  blk_partners *scatter = NULL;
+  int rc = blk_partners_create(&scatter, BLK_SWAP, 1, &n, k, 0);
+  if (rc) return rc;
   int R = blk_partners_rounds(scatter), radices[64], axes[64] = {0};
   for (int e = 0; e < R; e++) radices[e] = blk_partners_round_radix(scatter, R - 1 - e);
+  blk_partners_destroy(scatter);
   return blk_partners_create_rounds(out, BLK_SWAP, 1, &n, R, axes, radices, 1);
 }
 
-/* Patterns of the array collectives besides blk_pattern's: SPLIT's gather
- * (the scatter's rounds backwards) and the ring (k is then its rounds). */
-#define PATTERN_GATHER (-1)
-#define PATTERN_RING (-2)
+/* A pattern of the list above over n blocks, folded where n needs it. */
+static int make_pattern(blk_partners **out, int pattern, int n, int k, int contiguous) {
+  if (pattern == PATTERN_RING) return blk__partners_create_ring(out, n, k);
+  if (pattern == PATTERN_SCAN) return blk_partners_create(out, BLK_SWAP, 1, &n, k, 1);
+  if (pattern >= 0) return blk__partners_create_folding(out, (blk_pattern)pattern, n, k, contiguous);
+  int m = blk__fold_base(n, k);
+  blk_partners *inner = NULL;
+  int rc = pattern == PATTERN_SCATTER ? blk_partners_create(&inner, BLK_SWAP, 1, &m, k, 0)
+                                      : make_gather(&inner, m, k);
+  if (rc || m == n) {
+    *out = inner;
+    return rc;
+  }
+  return blk__partners_create_folded(out, inner, n, pattern != PATTERN_GATHER,
+                                     pattern != PATTERN_SCATTER);
+}
 
-/* The partners of a pattern (PATTERN_GATHER: the gather of `scatter`), kept by
- * the master: the caller must not destroy them. If they cannot be made on
- * this rank, the others may already be under way, so this rank takes part,
- * failed (*rc is then the operation's agreed code and NULL is returned). */
-static blk_partners *partners(blk_master *m, int pattern, int n, int k, int contiguous,
-                              const blk_partners *scatter, int *rc) {
+/* The partners of a pattern, kept by the master: the caller must not
+ * destroy them. If they cannot be made on this rank, the others may
+ * already be under way, so this rank takes part, failed (*rc is then the
+ * operation's agreed code and NULL is returned). */
+static blk_partners *partners(blk_master *m, int pattern, int n, int k, int contiguous, int *rc) {
   static const char owner = 0;
   blk__kept *kept = blk__op_kept(&m->op, &owner, kept_partners_free);
   kept_partners *kp = kept->mem;
@@ -610,9 +686,7 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
     if (kp->e[i].used < kp->e[slot].used) slot = i;
   }
   blk_partners *p = NULL;
-  *rc = pattern == PATTERN_RING ? blk__partners_create_ring(&p, n, k)
-        : pattern < 0           ? make_gather(&p, scatter, n)
-                      : blk_partners_create(&p, (blk_pattern)pattern, 1, &n, k, contiguous);
+  *rc = make_pattern(&p, pattern, n, k, contiguous);
   if (*rc) {
     *rc = blk__reduce_abort(m, *rc, "arrays");
     return NULL;
@@ -627,6 +701,16 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
   return p;
 }
 
+/* SPLIT's rounds over a count that may be folded: the scatter pattern j->p
+ * has a fold round first and, if `unfolds` (reduce-scatter), an unfold
+ * round last; the gather's first round is the inner one (goff 0). */
+static void fold_job(job *j, int k, int unfolds) {
+  j->fold = j->nblocks - blk__fold_base(j->nblocks, k);
+  j->off = j->fold ? 1 : 0;
+  j->inner = blk_partners_rounds(j->p) - j->off - (j->fold && unfolds ? 1 : 0);
+  j->goff = 0;
+}
+
 /* Runs one pattern with one of the round functions above. */
 static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk_pattern pattern,
                int contiguous, blk_reduce_fn fn, int copy) {
@@ -634,9 +718,10 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, NULL, &rc);
+  blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, &rc);
   if (!p) return rc;
-  job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE};
+  job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE, 0, 0, 0, 0};
+  if (pattern == BLK_SWAP) fold_job(&j, spec->k, 1);
   return reduce(m, a, p, fn, &j);
 }
 
@@ -685,9 +770,9 @@ int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, (int)BLK_SWAP, n, spec->k, 1, NULL, &rc);
+  blk_partners *p = partners(m, PATTERN_SCAN, n, spec->k, 1, &rc);
   if (!p) return rc;
-  scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE}, kind == BLK_SCAN_INCLUSIVE};
+  scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, kind == BLK_SCAN_INCLUSIVE};
   return reduce(m, a, p, scan_round, &s.j);
 }
 
@@ -698,11 +783,13 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   /* SPLIT's second half alone: a block starts with its piece, the share
    * the reduce-scatter would have left it. */
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, NULL, &rc);
+  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, &rc);
   if (!p) return rc;
-  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, p, &rc);
+  blk_partners *back = partners(m, PATTERN_GATHER_ALL, n, spec->k, 0, &rc);
   if (!back) return rc;
-  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE};
+  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
+  fold_job(&j, spec->k, 0);
+  j.goff = j.off; /* the gather folds first too */
   return reduce(m, a, back, gather_round, &j); /* j.p: the scatter's, for the shares */
 }
 
@@ -755,9 +842,9 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
                      "arrays: segments of %zu bytes over %zu elements and %d blocks take more than "
                      "%d rounds",
                      spec->segment, spec->count, n, RING_MAX_ROUNDS);
-  blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, NULL, &rc);
+  blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, &rc);
   if (!p) return rc;
-  ring_job rj = {{spec, p, n, elem, 0, 0, NO_PLACE}, S};
+  ring_job rj = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, S};
   return reduce(m, a, p, ring_round, &rj.j);
 }
 
@@ -770,26 +857,27 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if (alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING)
     return ring_all_reduce(m, a, spec, elem);
   if (alg == BLK_ARRAYS_BUTTERFLY) {
-    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, NULL, &rc);
+    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
     if (!p) return rc;
-    job j = {spec, p, n, elem, 0, 0, NO_PLACE}; /* each round changes what the last one sent */
+    job j = {spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}; /* each round changes what the last one sent */
     return reduce(m, a, p, butterfly_round, &j);
   }
   if (alg == BLK_ARRAYS_TREE) {
-    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, NULL, &rc);
+    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, &rc);
     if (!p) return rc;
     int half = blk_partners_rounds(p) / 2;
-    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1}, half, a, blk_master_rank(m)};
+    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0}, half, a, blk_master_rank(m)};
     return reduce(m, a, p, tree_allreduce_round, &t.j);
   }
   /* Reduce-scatter in halving order, then the same groups backwards. Both
    * halves run on every rank, or neither: a failed first half is agreed. */
-  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 0, NULL, &rc);
+  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, &rc);
   if (!p) return rc;
-  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE};
+  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
+  fold_job(&j, spec->k, 0);
   rc = reduce(m, a, p, scatter_round, &j);
   if (rc) return rc;
-  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, p, &rc);
+  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, &rc);
   if (!back) return rc;
   return reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
 }
