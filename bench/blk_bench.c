@@ -96,7 +96,7 @@ static const pattern_info patterns[NPATTERNS] = {
 typedef struct options {
   size_t sizes[MAX_SIZES];
   int nsizes;
-  int blocks_per_rank, k, halving, threads, reps, warmup;
+  int blocks_per_rank, blocks, k, halving, threads, reps, warmup;
   int run[NPATTERNS];
   int mpi_only, blk_only;
   const char *csv, *json;
@@ -914,6 +914,8 @@ static const char usage[] =
     "  --sizes FROM:TO:FACTOR | S,S,...  bytes per rank (K, M, G = KiB, MiB, GiB);\n"
     "                                   default 16:16M:4\n"
     "  --blocks-per-rank B              blocks on each rank (default 1); block array = bytes/B\n"
+    "  --blocks N                       N blocks in all instead (contiguous assigner; any N,\n"
+    "                                   e.g. a prime); block array = bytes * ranks / N\n"
     "  --k K                            radix of blk's rounds (default 2)\n"
     "  --halving                        all_to_all in halving order (default contiguous);\n"
     "                                   the array collectives fix their order\n"
@@ -1002,6 +1004,8 @@ static int parse(options *o, int argc, char **argv, int rank) {
       ok = parse_sizes(o, v);
     else if (!strcmp(a, "--blocks-per-rank") && v)
       ok = (o->blocks_per_rank = atoi(v)) >= 1;
+    else if (!strcmp(a, "--blocks") && v)
+      ok = (o->blocks = atoi(v)) >= 1;
     else if (!strcmp(a, "--k") && v)
       ok = (o->k = atoi(v)) >= 2;
     else if (!strcmp(a, "--threads") && v)
@@ -1047,7 +1051,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   const options *o = &b->o;
-  b->nblocks = b->size * o->blocks_per_rank;
+  b->nblocks = o->blocks ? o->blocks : b->size * o->blocks_per_rank;
+  if (o->blocks) /* (what the tables print: the most on a rank) */
+    b->o.blocks_per_rank = (o->blocks + b->size - 1) / b->size;
   if (blk_assigner_create_contiguous(&b->a, b->size, b->nblocks))
     die(b, "assigner: %s", blk_last_error());
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
@@ -1110,7 +1116,7 @@ int main(int argc, char **argv) {
       memset(&r, 0, sizeof r);
       r.pattern = pat;
       r.bytes = bytes;
-      r.block_bytes = bytes / (size_t)o->blocks_per_rank;
+      r.block_bytes = bytes * (size_t)b->size / (size_t)b->nblocks;
       b->bytes = bytes;
       b->block_bytes = r.block_bytes;
       b->count = b->block_bytes / sizeof(float);

@@ -11,7 +11,10 @@
  * rounds 0..e-1 a block holds the pieces of a run of gids, and the members of
  * its round-e group hold adjacent runs, in the order of their positions; each
  * sends its run to the others, and each joins the group's runs in position
- * order. After the last round every block holds all n pieces.
+ * order. After the last round every block holds all n pieces. A count with a
+ * prime factor above max(k, 16) is folded first (docs/patterns.md): gid 2i+1
+ * sends its piece to gid 2i for i < r, the rest gather as virtual blocks, and
+ * a last round hands the extras the whole.
  *
  * Cost (n blocks, D bytes in all, R rounds): in round e a block sends the
  * k_e - 1 others its run, about D k_0..k_(e-1) / n bytes each, so every byte

@@ -22,7 +22,7 @@
  * crosses (packed into that round's message), besides MPI's own transfer.
  * With several rounds, bytes enqueued by copy are copied once more, into
  * one buffer per block, at the end of the send phase.
- * With one round (n <= k, or n prime) nothing is packed: the message is sent
+ * With one round (n <= k, or n a prime up to 16) nothing is packed: the message is sent
  * as it was enqueued, so a by-reference send read by view is copied only
  * by MPI's transfer (a block's message to itself not at all); a
  * receive_fn that wants the bytes in its own array copies them once more,
@@ -39,7 +39,11 @@
  *
  * Cost: R rounds (log_k n when n is a power of k; see partners.h for other
  * counts), in round e k_e - 1 messages per block (sent even when empty) plus
- * a hand-over to itself; the copies above. Memory without a budget: what
+ * a hand-over to itself; the copies above. A count with a prime factor above
+ * max(k, 16) is folded (docs/patterns.md): two more rounds, in which gids
+ * 2i+1 (i below the count folded) send all they have to gid 2i and get what
+ * is theirs back, instead of one round in which every block sends a message
+ * to each member of a group that wide. Memory without a budget: what
  * send_fn enqueued by copy and what arrived from other ranks before the last
  * round stay until the call returns.
  *
@@ -106,7 +110,7 @@ int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
  * blocks' may run on the pool); it must only find the pointer (no blk
  * calls). blk asks only where one MPI transfer can land the bytes there:
  * a message from a block on another rank, in a direct exchange (one round:
- * nblocks <= k, or nblocks prime), larger than the size that travels in
+ * nblocks <= k, or nblocks a prime up to 16), larger than the size that travels in
  * blk's message header (16 KiB now), without a memory budget (the block
  * could leave memory under one), and only once this block's send phase is
  * done (a message whose header blk reads while send_fn runs or waits for

@@ -58,8 +58,12 @@
  * Arrays of different blocks must have the same count and type. The
  * callbacks and blocks follow blk_reduce's rules (pool threads, one block at
  * a time); these functions are collective like blk_reduce. Any block count
- * works (partners.h). With fewer elements than blocks, SPLIT still works:
- * some blocks' pieces are empty.
+ * works (partners.h); one with a prime factor above max(k, 16) is folded
+ * into the largest count below it without one, the extras handing their
+ * arrays to a neighbour first and getting the result in a last round
+ * (docs/patterns.md), except by the scan, which runs a wider round. With
+ * fewer elements than blocks, SPLIT still works: some blocks' pieces are
+ * empty.
  */
 #ifndef BLK_ARRAYS_H
 #define BLK_ARRAYS_H
