@@ -72,7 +72,7 @@ typedef struct ex_ooc {
 /* The options every example takes. */
 typedef struct ex_options {
   int blocks;     /* --blocks N: number of blocks (any count, not only powers of k) */
-  int k;          /* --k K: target radix of the reduction rounds */
+  int k;          /* --k K: target radix of the reduction rounds; 0: --k auto */
   int contiguous; /* 1: partners adjacent first (default); 0 with --halving */
   int threads;    /* --threads T: callbacks run at once on each rank */
   uint64_t seed;  /* --seed S: the data's pseudo-random seed */
@@ -172,7 +172,9 @@ static inline void ex_usage(const char *argv0, const char *what, const ex_option
   if (ex_rank() != 0) return;
   fprintf(stderr, "usage: %s [options]\n  %s\n", argv0, what);
   fprintf(stderr, "  --blocks N    number of blocks (default %d)\n", o->blocks);
-  fprintf(stderr, "  --k K         target radix of the reduction rounds, >= 2 (default %d)\n",
+  fprintf(stderr,
+          "  --k K|auto    target radix of the reduction rounds, >= 2 (default %d); auto:\n"
+          "                k and order from blk_partners_choose's model\n",
           o->k);
   fprintf(stderr,
           "  --halving     partners far apart first (default: contiguous, adjacent first)\n");
@@ -216,7 +218,8 @@ static inline int ex_parse(ex_options *o, int argc, char **argv, const char *wha
       bad = ex_parse_ll(arg, 1, INT_MAX, &v);
       o->blocks = (int)v;
     } else if (!strcmp(opt, "--k")) {
-      bad = ex_parse_ll(arg, 2, INT_MAX, &v);
+      v = 0; /* auto */
+      if (strcmp(arg, "auto")) bad = ex_parse_ll(arg, 2, INT_MAX, &v);
       o->k = (int)v;
     } else if (!strcmp(opt, "--threads")) {
       bad = ex_parse_ll(arg, 1, 1024, &v);
@@ -240,6 +243,23 @@ static inline int ex_parse(ex_options *o, int argc, char **argv, const char *wha
     i++; /* the option's value */
   }
   return 1;
+}
+
+/* --k auto: sets o->k and o->contiguous to what blk_partners_choose's
+ * default model picks for `pattern` over a's blocks with messages of
+ * `bytes` (split_swap: a swap that hands each member its share), with the
+ * example's threads, and says so on rank 0. Every rank picks alike. Does
+ * nothing when --k was a number. Returns blk's code. */
+static inline int ex_choose_k(ex_options *o, blk_pattern pattern, const blk_assigner *a,
+                              size_t bytes, int split_swap) {
+  if (o->k) return 0;
+  blk_cost_model m = BLK_COST_MODEL_INIT;
+  m.threads = o->threads;
+  int rc = blk_partners_choose(pattern, a, bytes, &m, split_swap, &o->k, &o->contiguous);
+  if (!rc && ex_rank() == 0)
+    printf("--k auto: k = %d, %s order (blk_partners_choose, %zu-byte messages)\n", o->k,
+           o->contiguous ? "contiguous" : "halving", bytes);
+  return rc;
 }
 
 /* The start of main: initialises MPI, then parses argv as ex_parse does.

@@ -174,6 +174,7 @@ int main(int argc, char **argv) {
   blk_partners *partners = NULL;
   EX_CHECK(blk_decomposer_create(&s.d, &domain, o.blocks, NULL));
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
+  EX_CHECK(ex_choose_k(&o, BLK_MERGE, a, (size_t)bins * sizeof(uint64_t), 0));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.threads = o.threads;
   mc.create = create_block;

@@ -115,6 +115,7 @@ int main(int argc, char **argv) {
   blk_master *m = NULL;
   EX_CHECK(blk_decomposer_create_continuous(&d, &cube, o.blocks, NULL));
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
+  EX_CHECK(ex_choose_k(&o, BLK_SWAP, a, (size_t)points * sizeof(point), 1));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.threads = o.threads;
   points_configure(&mc); /* create, destroy, save and load a point_block */

@@ -205,6 +205,7 @@ int main(int argc, char **argv) {
   blk_master *m = NULL;
   blk_partners *partners = NULL;
   EX_CHECK(blk_assigner_create_contiguous(&a, size, o.blocks));
+  EX_CHECK(ex_choose_k(&o, BLK_ALLREDUCE, a, (size_t)(vlen + 4) * sizeof(double), 0));
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.threads = o.threads;
   mc.create = create_block; /* out-of-core, blk makes the blocks it loads into */

@@ -235,6 +235,53 @@ int blk_partners_round_position(const blk_partners *p, int round, int gid);
  * 0..divisions[axis]-1 (so a BLK_ENOTFOUND passed in gives -1). Any thread. */
 int blk_partners_round_coord_position(const blk_partners *p, int round, int coord);
 
+/* ---- choosing k and the order ------------------------------------------------------ */
+
+/* A machine model for blk_partners_predict and blk_partners_choose: what a
+ * round costs on a rank (docs/patterns.md, "Choosing k by the model"):
+ *     [alpha if any of the round's messages cross ranks]
+ *   + beta * the bytes the rank sends to other ranks
+ *   + (callback * its blocks' callbacks + local * their messages (all, a
+ *      hand-over or a send each) + gamma * the bytes they receive) / threads
+ * with the blocks spread evenly over the ranks. The defaults were measured
+ * on a 2-core VM with MPICH (docs/performance.md, section 17); set your own
+ * from blk-bench on your machine. */
+typedef struct blk_cost_model {
+  unsigned int version; /* BLK_COST_MODEL_VERSION */
+  double alpha;         /* seconds: a round that waits on another rank */
+  double beta;          /* seconds per byte sent to another rank */
+  double callback;      /* seconds: blk's cost of one block's callback in a round */
+  double local;         /* seconds per message (its hand-over or its send) */
+  double gamma;         /* seconds per byte a callback reads of what it received */
+  int threads;          /* callbacks at once on a rank, >= 1 */
+} blk_cost_model;
+
+#define BLK_COST_MODEL_VERSION 1u
+#define BLK_COST_MODEL_INIT {BLK_COST_MODEL_VERSION, 5e-6, 0.15e-9, 0.3e-6, 0.1e-6, 0.1e-9, 1}
+
+/* The model's time in seconds for pattern p run over the blocks of assigner a
+ * (the same block count), every block's message `bytes` long, or, when
+ * split_swap is 1 and the round is a swap's, bytes / k_e per member (each
+ * block handing (k_e - 1) / k_e of its data on, as a redistribution or a
+ * sort does). Which messages cross ranks is read from p and a on up to 512
+ * blocks spread over the gids. model NULL means BLK_COST_MODEL_INIT. Any
+ * thread; O(R * 512 * k) time. Returns -1 (with blk_last_error) for a NULL p
+ * or a, a model of another version, a constant that is negative or not
+ * finite, threads < 1, or block counts that differ, and on no memory. */
+struct blk_assigner;
+double blk_partners_predict(const blk_partners *p, const struct blk_assigner *a, size_t bytes,
+                            const blk_cost_model *model, int split_swap);
+
+/* The radix k (2..min(nblocks, 16)) and order (contiguous 1 or 0) for which
+ * blk_partners_predict gives the least time for the built-in pattern over a
+ * line of a's blocks (blk_partners_create with dim 1): the choice a program
+ * passes to blk_partners_create, blk_reduce or blk_all_to_all (split_swap 1,
+ * BLK_SWAP). Ties go to the smaller k, then to contiguous order. The same on
+ * every rank for the same arguments (no MPI). Returns 0, BLK_EINVAL (NULL a, k
+ * or contiguous, a bad model as above, an unknown pattern) or BLK_ENOMEM. */
+int blk_partners_choose(blk_pattern pattern, const struct blk_assigner *a, size_t bytes,
+                        const blk_cost_model *model, int split_swap, int *k, int *contiguous);
+
 /* ---- routing points through the rounds -------------------------------------------- */
 
 /* A router: which group member a point goes to in each round of a built-in pattern run
