@@ -243,9 +243,9 @@ int blk_partners_round_coord_position(const blk_partners *p, int round, int coor
  *   + beta * the bytes the rank sends to other ranks
  *   + (callback * its blocks' callbacks + local * their messages (all, a
  *      hand-over or a send each) + gamma * the bytes they receive) / threads
- * with the blocks spread evenly over the ranks. The defaults were measured
- * on a 2-core VM with MPICH (docs/performance.md, section 17); set your own
- * from blk-bench on your machine. */
+ * with the blocks spread evenly over the ranks. The defaults were set by
+ * hand from measurements on a 2-core VM with MPICH (docs/performance.md,
+ * sections 8 and 17); set your own from blk-bench on your machine. */
 typedef struct blk_cost_model {
   unsigned int version; /* BLK_COST_MODEL_VERSION */
   double alpha;         /* seconds: a round that waits on another rank */
