@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "fold_reference.h"
 
 #define NB_MAX 64
 
@@ -209,26 +210,9 @@ static void check_bytes(const unsigned char *got, int src, int dst, size_t from,
 
 /* Whether the message from src to dst stays on this rank all the way: at
  * every block it passes (swap rounds, partners.h) on the way. */
-/* Folding (all_to_all.h): n blocks whose count has a prime factor above
- * max(k, 16) run swap rounds over the largest m <= n without one, after
- * the gids 2i+1 (i < n - m) gave their items to 2i; gid g then stands as
- * the virtual block g / 2 below 2 (n - m), g - (n - m) above. */
-static int largest_prime_factor(int n) {
-  int big = 1;
-  for (int f = 2; f <= n; f++)
-    while (n % f == 0) {
-      big = f;
-      n /= f;
-    }
-  return big;
-}
-
-static int folded_count(int n, int k) {
-  int m = n, bound = k > 16 ? k : 16;
-  while (largest_prime_factor(m) > bound) m--;
-  return n - m;
-}
-
+/* Folding (fold_reference.h): after the gids 2i+1 (i < fold) gave their
+ * items to 2i, gid g stands as the virtual block g / 2 below 2 fold,
+ * g - fold above. */
 static int virtual_of(const ctx *c, int gid) {
   return gid < 2 * c->fold ? gid / 2 : gid - c->fold;
 }
