@@ -421,6 +421,8 @@ int main(int argc, char **argv) {
                 BLK_ARRAYS_AUTO, BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING};
             blk_arrays_algorithm alg = algs[ai];
             if (what != 0 && ai > 0) continue; /* one algorithm each */
+            /* (--quick over 38 blocks: what is folded, not the scans and rings.) */
+            if (fold_quick && (what == 4 || what == 5 || alg >= BLK_ARRAYS_RING)) continue;
             /* A ring has no radix, and 2 (n-1) S rounds in which every
              * block is busy (out of core, a load each): k = 2, a count below
              * the block count, and one far above it (up to 13 blocks, in
@@ -457,8 +459,9 @@ int main(int argc, char **argv) {
      * through the same rounds as the built-in ops at every k.) */
     for (int k = 2; k <= (quick ? 2 : 4); k++) {
       for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SEGMENTED_RING; alg++)
-        if (alg < BLK_ARRAYS_RING || k == 2) same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
-      scan_inexact(m, a, k);
+        if (alg < BLK_ARRAYS_RING || (k == 2 && !fold_quick))
+          same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
+      if (!fold_quick) scan_inexact(m, a, k);
       if (k == 2) user_op(m, a, n, k);
     }
     blk_arrays bad = BLK_ARRAYS_INIT;
