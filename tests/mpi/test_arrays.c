@@ -4,7 +4,7 @@
  * Every block's array starts as small integers made from (gid, index), so
  * float sums are exact and every result can be compared for equality with a
  * loop over all gids done here. Over block counts that are not powers of k
- * (and primes, and 38, which is folded), k = 2, 3, 4, the four types, the
+ * (and primes, and 38 and 17, which are folded), k = 2, 3, 4, the four types, the
  * three ops, every algorithm,
  * and counts below and above the number of blocks and the SPLIT threshold.
  * Sums of inexact doubles must end with the same bits in every block.
@@ -379,16 +379,17 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   /* 13: one wide round; 38: folded into 36 (gids 1 and 3 to 0 and 2 and
-   * back), with the round-robin assigner so the pairs cross ranks */
-  static const int counts[] = {1, 2, 7, 12, 13, 38, 44};
+   * back), 17 (--quick only, the cheaper fold) into 16, both with the
+   * round-robin assigner so that the pairs cross ranks */
+  static const int counts[] = {1, 2, 7, 12, 13, 17, 38, 44};
   static const size_t lengths[] = {1, 5, 100, 20000};
   int runs = 0;
   for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
     int n = counts[ci];
-    if (quick && n != 7 && n != 13 && n != 38) continue;
+    if (quick ? n != 7 && n != 13 && n != 17 : n == 17) continue;
     blk_assigner *a;
     blk_master *m;
-    if (n == 38)
+    if (n == 17 || n == 38)
       CHECK_OK(blk_assigner_create_round_robin(&a, size, n));
     else
       CHECK_OK(blk_assigner_create_contiguous(&a, size, n));
@@ -406,9 +407,9 @@ int main(int argc, char **argv) {
       CHECK_OK(create(&b, gids[i], NULL));
       CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
     }
-    /* (--quick over 38 blocks, the folded count, out of core or under a
-     * sanitizer: 5 elements and k = 2 only, a swap of 38 blocks each time.) */
-    int fold_quick = quick && n == 38;
+    /* (--quick over 17 blocks, the folded count, out of core or under a
+     * sanitizer: 5 elements and k = 2 only.) */
+    int fold_quick = quick && n == 17;
     for (int li = quick ? 1 : 0; li < (fold_quick ? 2 : 4); li += quick ? 2 : 1)
       for (int k = 2; k <= (fold_quick ? 2 : 4); k += quick ? 2 : 1) {
         /* (Over 38 blocks, a length per piece or more: 100 elements at every
@@ -421,7 +422,7 @@ int main(int argc, char **argv) {
                 BLK_ARRAYS_AUTO, BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING};
             blk_arrays_algorithm alg = algs[ai];
             if (what != 0 && ai > 0) continue; /* one algorithm each */
-            /* (--quick over 38 blocks: what is folded, not the scans and rings.) */
+            /* (--quick over 17 blocks: what is folded, not the scans and rings.) */
             if (fold_quick && (what == 4 || what == 5 || alg >= BLK_ARRAYS_RING)) continue;
             /* A ring has no radix, and 2 (n-1) S rounds in which every
              * block is busy (out of core, a load each): k = 2, a count below
