@@ -412,6 +412,9 @@ int main(int argc, char **argv) {
     /* (--quick over 17 blocks, the folded count, out of core or under a
      * sanitizer: 5 elements and k = 2 only.) */
     int fold_quick = quick && n == 17;
+    /* Over the folded counts, only what folds: scans and rings run over
+     * them unfolded, as over 44 blocks. */
+    int folded_only = n == 17 || n == 38;
     for (int li = quick ? 1 : 0; li < (fold_quick ? 2 : 4); li += quick ? 2 : 1)
       for (int k = 2; k <= (fold_quick ? 2 : 4); k += quick ? 2 : 1) {
         /* (Over 38 blocks, a length per piece or more: 100 elements at every
@@ -424,8 +427,7 @@ int main(int argc, char **argv) {
                 BLK_ARRAYS_AUTO, BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING};
             blk_arrays_algorithm alg = algs[ai];
             if (what != 0 && ai > 0) continue; /* one algorithm each */
-            /* (--quick over 17 blocks: what is folded, not the scans and rings.) */
-            if (fold_quick && (what == 4 || what == 5 || alg >= BLK_ARRAYS_RING)) continue;
+            if (folded_only && (what == 4 || what == 5 || alg >= BLK_ARRAYS_RING)) continue;
             /* A ring has no radix, and 2 (n-1) S rounds in which every
              * block is busy (out of core, a load each): k = 2, a count below
              * the block count, and one far above it (up to 13 blocks, in
@@ -462,10 +464,10 @@ int main(int argc, char **argv) {
      * through the same rounds as the built-in ops at every k.) */
     for (int k = 2; k <= (quick ? 2 : 4); k++) {
       for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SEGMENTED_RING; alg++)
-        if (alg < BLK_ARRAYS_RING || (k == 2 && !fold_quick))
+        if (alg < BLK_ARRAYS_RING || (k == 2 && !folded_only))
           same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
-      if (!fold_quick) scan_inexact(m, a, k);
-      if (k == 2) user_op(m, a, n, k, fold_quick);
+      if (!folded_only) scan_inexact(m, a, k);
+      if (k == 2) user_op(m, a, n, k, folded_only);
     }
     blk_arrays bad = BLK_ARRAYS_INIT;
     bad.array = array_of;
