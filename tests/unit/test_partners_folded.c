@@ -5,7 +5,7 @@
  *  - blk__fold_base against a search by hand: m is the largest count <= n
  *    whose prime factors are all <= max(k, 16), and m >= n / 2;
  *  - a count that needs no fold gives the regular pattern, list for list;
- *  - for counts that do (1..160, 1009, 1013, 2003 with k = 2, 3, 4, 8, 17;
+ *  - for counts that do (1..120, 1009, 1013, 2003 with k = 2, 3, 4, 8, 17;
  *    both orders; all four patterns): every sender is listed once by its
  *    receiver the next round; no list is longer than max(k, 16) (1009 with
  *    k = 2 was one round of 1009); extras (odd gids below 2r) are active
@@ -139,8 +139,8 @@ int main(void) {
     for (size_t ki = 0; ki < sizeof radices / sizeof *radices; ki++) check_base(n, radices[ki]);
   CHECK_EQ_INT(blk__fold_base(1009, 2), 1008);
   int folded = 0;
-  for (int n = 1; n <= 160 + 3; n++) {
-    int nn = n <= 160 ? n : big[n - 161];
+  for (int n = 1; n <= 120 + 3; n++) {
+    int nn = n <= 120 ? n : big[n - 121];
     for (size_t ki = 0; ki < sizeof radices / sizeof *radices; ki++)
       for (int pat = 0; pat < 4; pat++)
         for (int contiguous = 0; contiguous < 2; contiguous++) {
@@ -153,7 +153,7 @@ int main(void) {
             CHECK_EQ_INT(blk_partners_create(&q, (blk_pattern)pat, 1, &nn, k, contiguous), 0);
             check_same(p, q, nn);
             blk_partners_destroy(q);
-          } else if (nn <= 160 || (pat == BLK_SWAP && k == 2) || pat == BLK_ALLREDUCE) {
+          } else if (nn <= 120 || (pat == BLK_SWAP && k == 2) || pat == BLK_ALLREDUCE) {
             simulate(p, (blk_pattern)pat, nn, k, name);
             folded++;
           }
