@@ -140,6 +140,45 @@ int blk_partners_create_rounds(blk_partners **out, blk_pattern pattern, int dim,
                                const int *divisions, int nrounds, const int *axes,
                                const int *radices, int contiguous);
 
+/* Create a built-in pattern over a line of nblocks blocks whose rounds are never
+ * wider than max(k, 16) members, whatever the count's prime factors. Over a count
+ * with a prime factor above that, blk_partners_create makes one round as wide as
+ * the prime (1009 blocks: one round of 1009, a swap of 1009^2 messages); this one
+ * folds the count first (Rabenseifner's fold), with m the largest count <= nblocks
+ * whose prime factors are all at most max(k, 16) (m >= nblocks / 2) and
+ * r = nblocks - m extra blocks:
+ *  - the extras are gids 2i+1, i < r; each has gid 2i as its stand-in;
+ *  - fold (merge, swap, all-reduce): in callback round 0 every block is active,
+ *    an extra sends to its stand-in and every other block to itself, so a
+ *    stand-in receives from 2i and 2i+1, in that order, in round 1;
+ *  - middle: the pattern over m virtual blocks, as blk_partners_create with
+ *    dim 1 makes it over m; virtual block v is gid 2v for v < r and gid v + r
+ *    above, so it stands for adjacent gids, in order; the extras are inactive;
+ *  - unfold (broadcast, swap, all-reduce): in the last exchange round a
+ *    stand-in sends to itself and then to its extra, every other block but the
+ *    extras to itself, and in the last callback round every block is active.
+ * A merge still ends at gid 0 and a broadcast starts there. Over a count
+ * without such a factor (no fold) the pattern is exactly blk_partners_create(out,
+ * pattern, 1, &nblocks, k, contiguous), DIY's rounds. The gids are only numbers,
+ * so the pattern runs over any decomposer's blocks (a line of its gids).
+ *
+ * Routing a swap: blk_partners_round_position answers in every round (0 in the
+ * fold; in the unfold 1 for an extra, else 0; in between the position of the
+ * virtual block the gid stands as), so an item bound for gid g goes to
+ * out-partner blk_partners_round_position(p, r, g) as in any built-in swap, and
+ * blk_router accepts the pattern. A callback that splits what it holds among its
+ * out-partners must count them (blk_proxy_out_count): a fold round has one or
+ * two. blk_partners_round_axis, _radix and _step are -1 in the fold rounds and
+ * describe the pattern over the virtual blocks in the others;
+ * blk_partners_round_coord_position is -1 (a gid's position is not a digit of its
+ * coordinate). blk_partners_choose models this pattern.
+ * On success *out owns a new object; free it with blk_partners_destroy. Any
+ * thread. Errors: those of blk_partners_create for dim 1 (BLK_EINVAL for a NULL
+ * out, an unknown pattern, nblocks < 1, k < 2, contiguous not 0 or 1;
+ * BLK_ENOMEM). On error *out is NULL (when out is not NULL). O(1) memory. */
+int blk_partners_create_folded(blk_partners **out, blk_pattern pattern, int nblocks, int k,
+                               int contiguous);
+
 /* Create a pattern from a user's ops table and state. ops must stay valid until the object
  * is destroyed; blk does not copy it. On success the object owns state and calls
  * ops->destroy(state) (if not NULL) at blk_partners_destroy; on error the state stays the
@@ -257,7 +296,8 @@ typedef struct blk_cost_model {
 } blk_cost_model;
 
 #define BLK_COST_MODEL_VERSION 1u
-#define BLK_COST_MODEL_INIT {BLK_COST_MODEL_VERSION, 5e-6, 0.15e-9, 0.3e-6, 0.1e-6, 0.1e-9, 1}
+#define BLK_COST_MODEL_INIT \
+  { BLK_COST_MODEL_VERSION, 5e-6, 0.15e-9, 0.3e-6, 0.1e-6, 0.1e-9, 1 }
 
 /* The model's time in seconds for pattern p run over the blocks of assigner a
  * (the same block count), every block's message `bytes` long, or, when
@@ -274,11 +314,14 @@ double blk_partners_predict(const blk_partners *p, const struct blk_assigner *a,
 
 /* The radix k (2..min(nblocks, 16)) and order (contiguous 1 or 0) for which
  * blk_partners_predict gives the least time for the built-in pattern over a
- * line of a's blocks (blk_partners_create with dim 1): the choice a program
- * passes to blk_partners_create, blk_reduce or blk_all_to_all (split_swap 1,
- * BLK_SWAP). Ties go to the smaller k, then to contiguous order. The same on
- * every rank for the same arguments (no MPI). Returns 0, BLK_EINVAL (NULL a, k
- * or contiguous, a bad model as above, an unknown pattern) or BLK_ENOMEM. */
+ * line of a's blocks as blk_partners_create_folded makes it (which is
+ * blk_partners_create with dim 1 unless the count has a prime factor above
+ * 16, and what blk_all_to_all runs): the choice a program passes to
+ * blk_partners_create_folded, blk_partners_create, blk_reduce or
+ * blk_all_to_all (split_swap 1, BLK_SWAP). Ties go to the smaller k, then to
+ * contiguous order. The same on every rank for the same arguments (no MPI).
+ * Returns 0, BLK_EINVAL (NULL a, k or contiguous, a bad model as above, an
+ * unknown pattern) or BLK_ENOMEM. */
 int blk_partners_choose(blk_pattern pattern, const struct blk_assigner *a, size_t bytes,
                         const blk_cost_model *model, int split_swap, int *k, int *contiguous);
 
@@ -299,6 +342,10 @@ int blk_partners_choose(blk_pattern pattern, const struct blk_assigner *a, size_
  * also checked against the domain, so a point outside it is reported in the first
  * round, as cpoint_to_gid would report it.
  *
+ * Over a folded pattern (blk_partners_create_folded) the position depends on the
+ * gid, not on a digit of the coordinate: the router then finds the owner's gid
+ * (a multiplication and a floor per axis) and takes the position from it.
+ *
  * Opaque; read-only after create, so any number of threads may route with one router
  * at once (one per reduction is enough: build it before blk_reduce, pass it to the
  * callbacks, destroy it after). It keeps a copy of what it needs of p and d: both may
@@ -308,7 +355,8 @@ typedef struct blk_router blk_router;
 /* Creates a router for the built-in pattern p over the decomposer d, whose grid p must
  * be made for (blk_partners_create_for(d), or blk_partners_create with d's
  * divisions): the same number of blocks and, on every axis that p has rounds on, the
- * same number of divisions. On success *out owns a new router; free it with
+ * same number of divisions; or for a folded pattern over d's block count
+ * (blk_partners_create_folded). On success *out owns a new router; free it with
  * blk_router_destroy. O(R) time and memory for R rounds. Any thread.
  * Errors: BLK_EINVAL (with a detail) for a NULL out, p or d, a custom pattern (it has
  * no axes), or a p made for another grid; BLK_ENOMEM. On error *out is NULL (when out
@@ -335,11 +383,12 @@ int blk_router_point_out(const blk_router *r, int round, const int64_t *pt);
  * (const char *)pts + i * stride, at any alignment, so pts may point into an array of
  * structs (&a[0].x, stride sizeof a[0]) or into a received message. Writes point i's
  * position to to[i] and, when counts is not NULL, adds 1 to counts[to[i]] (counts has
- * radix elements, blk_partners_round_radix: clear them first; adding lets one count
- * span several arrays), which is what a callback needs to size its out queues before
- * it copies each point to one. Returns 0; BLK_ENOTFOUND if a point is outside the
- * domain or has a NaN coordinate, with a detail naming it (then to and counts hold
- * the points before it only); BLK_EINVAL (with a detail) for a NULL r, what
+ * an element for each out-partner, blk_proxy_out_count, which is the round's radix
+ * for a swap: clear them first; adding lets one count span several arrays), which
+ * is what a callback needs to size its out queues before it copies each point to
+ * one. Returns 0; BLK_ENOTFOUND if a point is outside the domain or has a NaN
+ * coordinate, with a detail naming it (then to and counts hold the points before
+ * it only); BLK_EINVAL (with a detail) for a NULL r, what
  * cpoint_out refuses, a stride below dim * sizeof(double), or NULL pts or to with
  * n > 0. Any thread. */
 int blk_router_cpoints_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,

@@ -131,7 +131,7 @@ int blk_partners_choose(blk_pattern pattern, const blk_assigner *a, size_t bytes
     for (int c = 1; c >= 0; c--) {
       blk_partners *p = NULL;
       double t = 0;
-      if ((rc = blk_partners_create(&p, pattern, 1, &n, kk, c))) return rc;
+      if ((rc = blk_partners_create_folded(&p, pattern, n, kk, c))) return rc;
       rc = predict_once(p, a, bytes, model, split_swap, &t);
       blk_partners_destroy(p);
       if (rc) return rc;

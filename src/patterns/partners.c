@@ -244,8 +244,18 @@ int blk__partners_create_folding(blk_partners **out, blk_pattern pattern, int n,
   blk_partners *inner = NULL;
   int rc = blk_partners_create(&inner, pattern, 1, &m, k, contiguous);
   if (rc != 0) return rc;
-  return blk__partners_create_folded(out, inner, n, pattern != BLK_BROADCAST,
-                                     pattern != BLK_MERGE);
+  return blk__partners_create_folded(out, inner, n, pattern != BLK_BROADCAST, pattern != BLK_MERGE);
+}
+
+int blk_partners_create_folded(blk_partners **out, blk_pattern pattern, int nblocks, int k,
+                               int contiguous) {
+  if (out == NULL) return blk__fail(BLK_EINVAL, "partners: out is NULL");
+  /* (Arguments blk_partners_create refuses reach it unfolded, and it says why.) */
+  return blk__partners_create_folding(out, pattern, nblocks, k, contiguous);
+}
+
+int blk__partners_fold_extras(const blk_partners *p) {
+  return p->round_position == blk__folded_position ? blk__folded_extras(p->state) : -1;
 }
 
 int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, void *state) {

@@ -16,9 +16,9 @@
 
 typedef struct folded {
   blk_partners *inner;
-  int n, r;     /* blocks, and extras: gids 2i + 1 for i < r */
-  int first;    /* 1 with a fold round (round 0), else 0 */
-  int last;     /* 1 with an unfold round */
+  int n, r;  /* blocks, and extras: gids 2i + 1 for i < r */
+  int first; /* 1 with a fold round (round 0), else 0 */
+  int last;  /* 1 with an unfold round */
   int inner_rounds, rounds;
 } folded;
 
@@ -120,8 +120,8 @@ static void f_destroy(void *s) {
   free(f);
 }
 
-static const blk_partners_ops folded_ops = {BLK_PARTNERS_OPS_VERSION, f_rounds, f_nblocks, f_active,
-                                            f_in, f_out, f_destroy};
+static const blk_partners_ops folded_ops = {
+    BLK_PARTNERS_OPS_VERSION, f_rounds, f_nblocks, f_active, f_in, f_out, f_destroy};
 
 int blk__folded_create(const blk_partners_ops **ops, void **state, blk_partners *inner, int n,
                        int fold_in, int fold_out) {
@@ -159,4 +159,8 @@ int blk__folded_position(const void *state, int round, int gid) {
 
 const blk_partners *blk__folded_inner(const void *state) {
   return ((const folded *)state)->inner;
+}
+
+int blk__folded_extras(const void *state) {
+  return ((const folded *)state)->r;
 }

@@ -69,5 +69,9 @@ int blk__folded_create(const blk_partners_ops **ops, void **state, blk_partners 
 int blk__folded_inner_round(const void *state, int round);
 int blk__folded_position(const void *state, int round, int gid);
 const blk_partners *blk__folded_inner(const void *state);
+int blk__folded_extras(const void *state);
+
+/* r, the extras of a folded pattern (partners.c), or -1 for any other. */
+int blk__partners_fold_extras(const blk_partners *p);
 
 #endif

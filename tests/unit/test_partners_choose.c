@@ -36,7 +36,21 @@ static double predict(blk_pattern pat, int n, int ranks, int k, int contiguous, 
   return t;
 }
 
-#define NEAR(x, want) CHECK_MSG(fabs((x) - (want)) < 1e-9, "%s = %g, want %g", #x, (x), (double)(want))
+/* The same for blk_partners_create_folded's pattern. */
+static double predict_folded(blk_pattern pat, int n, int ranks, int k, int contiguous, size_t bytes,
+                             blk_cost_model m, int split) {
+  blk_partners *p;
+  blk_assigner *a;
+  CHECK_OK(blk_partners_create_folded(&p, pat, n, k, contiguous));
+  CHECK_OK(blk_assigner_create_contiguous(&a, ranks, n));
+  double t = blk_partners_predict(p, a, bytes, &m, split);
+  blk_assigner_destroy(a);
+  blk_partners_destroy(p);
+  return t;
+}
+
+#define NEAR(x, want) \
+  CHECK_MSG(fabs((x) - (want)) < 1e-9, "%s = %g, want %g", #x, (x), (double)(want))
 
 int main(void) {
   NEAR(predict(BLK_MERGE, 8, 1, 2, 1, 10, only(CALLBACK, 1), 0), 15);
@@ -60,6 +74,17 @@ int main(void) {
   /* All-reduce = merge + broadcast: 8, 4, 2, 1, 2, 4, 8 active. */
   NEAR(predict(BLK_ALLREDUCE, 8, 1, 2, 1, 10, only(CALLBACK, 1), 0), 29);
 
+  /* Folded: 17 blocks, k = 2, a swap: gid 1 folds into 0, 16 run four
+   * rounds of 2, 0 gives 1 its part. Callbacks: 17 in the fold, 16 in each
+   * of the five inner rounds, 17 in the last; messages (not to itself): 1,
+   * then 16 in each of four exchanges, then 1. Unfolded it is one round of
+   * 17: 17 + 17 callbacks, 17 * 16 messages. */
+  NEAR(predict_folded(BLK_SWAP, 17, 1, 2, 1, 8, only(CALLBACK, 1), 0), 17 + 5 * 16 + 17);
+  NEAR(predict_folded(BLK_SWAP, 17, 1, 2, 1, 8, only(LOCAL, 1), 0), 1 + 4 * 16 + 1);
+  NEAR(predict(BLK_SWAP, 17, 1, 2, 1, 8, only(LOCAL, 1), 0), 17 * 16);
+  /* A merge folds only: 17, then 16, 8, 4, 2, 1. */
+  NEAR(predict_folded(BLK_MERGE, 17, 1, 2, 1, 8, only(CALLBACK, 1), 0), 17 + 31);
+
   blk_assigner *a;
   int k = 0, c = -1;
   /* Callbacks only: the fewest rounds. 12 blocks: k = 12 is 12 + 1
@@ -82,6 +107,19 @@ int main(void) {
   CHECK_OK(blk_partners_choose(BLK_MERGE, rr, 1000, &m, 0, &k, &c));
   CHECK(k == 2 && c == 0);
   blk_assigner_destroy(rr);
+  /* 1009 blocks (a prime), 1 KiB each: choose models the folded pattern,
+   * which the defaults price at a twentieth of the one round of 1009 (its
+   * 1009^2 messages). */
+  blk_assigner *big;
+  CHECK_OK(blk_assigner_create_contiguous(&big, 2, 1009));
+  CHECK_OK(blk_partners_choose(BLK_SWAP, big, 1024, NULL, 1, &k, &c));
+  blk_cost_model dm = BLK_COST_MODEL_INIT;
+  double chosen = predict_folded(BLK_SWAP, 1009, 2, k, c, 1024, dm, 1);
+  CHECK(chosen > 0 && 10 * chosen < predict(BLK_SWAP, 1009, 2, k, c, 1024, dm, 1));
+  for (int kk = 2; kk <= 16; kk++)
+    for (int cc = 0; cc <= 1; cc++)
+      CHECK(chosen <= predict_folded(BLK_SWAP, 1009, 2, kk, cc, 1024, dm, 1));
+  blk_assigner_destroy(big);
   /* The defaults choose something in range. */
   CHECK_OK(blk_partners_choose(BLK_SWAP, a, 1 << 20, NULL, 1, &k, &c));
   CHECK(k >= 2 && k <= 8 && (c == 0 || c == 1));

@@ -15,7 +15,13 @@
  *    every block gets every value once);
  *  - routing: every block sends one item to every block, forwarding each
  *    to the out-partner blk_partners_round_position names; after the last
- *    round each item is at its destination.
+ *    round each item is at its destination;
+ *  - what partners.h promises of blk_partners_create_folded (the public
+ *    name of the same patterns, which this test creates them with): the
+ *    fold round's lists (extra to stand-in, the rest to themselves, the
+ *    stand-in receiving 2i then 2i+1), the unfold's (stand-in to itself
+ *    then its extra), no axis, radix or step in those rounds and no
+ *    coordinate position in any, and its errors.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,9 +65,11 @@ static void simulate(const blk_partners *p, blk_pattern pattern, int n, int k, c
   long long *value = calloc((size_t)n, sizeof *value), *before = calloc((size_t)n, sizeof *before);
   long long *count = calloc((size_t)n, sizeof *count), *cbefore = calloc((size_t)n, sizeof *count);
   int *sent = calloc((size_t)n * (size_t)n, sizeof *sent); /* sent[from * n + to], last round */
-  int *outs = malloc((size_t)n * (size_t)(mg + 1) * sizeof *outs), *nouts = calloc((size_t)n, sizeof *nouts);
+  int *outs = malloc((size_t)n * (size_t)(mg + 1) * sizeof *outs),
+      *nouts = calloc((size_t)n, sizeof *nouts);
   /* Items: where the one from s to d is (at[s * n + d]). */
-  int *at = malloc((size_t)n * (size_t)n * sizeof *at), *next = malloc((size_t)n * (size_t)n * sizeof *at);
+  int *at = malloc((size_t)n * (size_t)n * sizeof *at),
+      *next = malloc((size_t)n * (size_t)n * sizeof *at);
   CHECK(gids && value && before && count && cbefore && sent && outs && nouts && at && next);
   for (int g = 0; g < n; g++) {
     value[g] = g + 1;
@@ -132,7 +140,55 @@ static void simulate(const blk_partners *p, blk_pattern pattern, int n, int k, c
   free(gids);
 }
 
+/* The fold and unfold rounds as partners.h describes them, by hand. */
+static void check_fold_rounds(const blk_partners *p, blk_pattern pattern, int n, int k) {
+  int R = blk_partners_rounds(p), r = n - blk__fold_base(n, k), g2[2];
+  int in = pattern != BLK_BROADCAST, out = pattern != BLK_MERGE;
+  for (int e = 0; e < R; e++) {
+    int fold = (in && e == 0) || (out && e == R - 1);
+    CHECK_EQ_INT(blk_partners_round_axis(p, e) < 0, fold);
+    CHECK_EQ_INT(blk_partners_round_radix(p, e) < 0, fold);
+    CHECK_EQ_INT(blk_partners_round_step(p, e) < 0, fold);
+    CHECK_EQ_INT(blk_partners_round_coord_position(p, e, 0), -1);
+  }
+  for (int g = 0; g < n; g++) {
+    int extra = g < 2 * r && (g & 1), stand_in = g < 2 * r && !(g & 1);
+    if (in) {
+      CHECK(blk_partners_active(p, 0, g));
+      CHECK_EQ_INT(blk_partners_out(p, 0, g, g2, 2), 1);
+      CHECK_EQ_INT(g2[0], extra ? g - 1 : g);
+      CHECK_EQ_INT(blk_partners_in(p, 1, g, g2, 2), extra ? 0 : stand_in ? 2 : 1);
+      if (!extra) CHECK_EQ_INT(g2[0], g);
+      if (stand_in) CHECK_EQ_INT(g2[1], g + 1);
+    }
+    if (out) {
+      CHECK(blk_partners_active(p, R, g));
+      CHECK_EQ_INT(blk_partners_active(p, R - 1, g), !extra);
+      CHECK_EQ_INT(blk_partners_out(p, R - 1, g, g2, 2), extra ? 0 : stand_in ? 2 : 1);
+      if (!extra) CHECK_EQ_INT(g2[0], g);
+      if (stand_in) CHECK_EQ_INT(g2[1], g + 1);
+      CHECK_EQ_INT(blk_partners_in(p, R, g, g2, 2), 1);
+      CHECK_EQ_INT(g2[0], extra ? g - 1 : g);
+    }
+  }
+  if (pattern == BLK_MERGE) CHECK_EQ_INT(blk_partners_active(p, R, 0), 1);
+  if (pattern == BLK_BROADCAST) CHECK_EQ_INT(blk_partners_active(p, 0, 1), 0);
+}
+
+static void check_errors(void) {
+  blk_partners *p = (blk_partners *)&p;
+  CHECK_EQ_INT(blk_partners_create_folded(NULL, BLK_MERGE, 7, 2, 1), BLK_EINVAL);
+  CHECK_EQ_INT(blk_partners_create_folded(&p, (blk_pattern)4, 1009, 2, 1), BLK_EINVAL);
+  CHECK(p == NULL);
+  CHECK_EQ_INT(blk_partners_create_folded(&p, BLK_SWAP, 0, 2, 1), BLK_EINVAL);
+  CHECK_EQ_INT(blk_partners_create_folded(&p, BLK_SWAP, 1009, 1, 1), BLK_EINVAL);
+  CHECK_EQ_INT(blk_partners_create_folded(&p, BLK_SWAP, 1009, 2, 2), BLK_EINVAL);
+  CHECK_EQ_INT(blk_partners_create_folded(&p, BLK_SWAP, 7, 2, -1), BLK_EINVAL);
+  CHECK(p == NULL);
+}
+
 int main(void) {
+  check_errors();
   static const int radices[] = {2, 3, 4, 8, 17};
   static const int big[] = {1009, 1013, 2003};
   for (int n = 1; n <= 2100; n++)
@@ -146,7 +202,7 @@ int main(void) {
         for (int contiguous = 0; contiguous < 2; contiguous++) {
           int k = radices[ki];
           blk_partners *p = NULL, *q = NULL;
-          CHECK_EQ_INT(blk__partners_create_folding(&p, (blk_pattern)pat, nn, k, contiguous), 0);
+          CHECK_EQ_INT(blk_partners_create_folded(&p, (blk_pattern)pat, nn, k, contiguous), 0);
           char name[96];
           snprintf(name, sizeof name, "n %d k %d pattern %d contiguous %d", nn, k, pat, contiguous);
           if (blk__fold_base(nn, k) == nn) {
@@ -155,6 +211,7 @@ int main(void) {
             blk_partners_destroy(q);
           } else if (nn <= 120 || (pat == BLK_SWAP && k == 2) || pat == BLK_ALLREDUCE) {
             simulate(p, (blk_pattern)pat, nn, k, name);
+            check_fold_rounds(p, (blk_pattern)pat, nn, k);
             folded++;
           }
           blk_partners_destroy(p);
