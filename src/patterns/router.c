@@ -26,6 +26,13 @@
  * and a store; no division. About 3 ns a 3D point on this project's test
  * machine against 14 ns for round_position(cpoint_to_gid) (docs/
  * performance.md).
+ *
+ * A folded pattern (blk_partners_create_folded) has no grid digit: its
+ * positions depend on the gid (whether it is an extra, which virtual block
+ * it stands as). Its router finds the owner's gid from the owner along
+ * each axis (a finder per axis, groups of one block) and takes the
+ * position from the gid with the same arithmetic as partners_folded.c, from
+ * what it kept of each round at create.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +42,20 @@
 #include "blk/partners.h"
 #include "geometry/coord.h"
 #include "geometry/decomposer_axis.h"
+#include "patterns/partners_folded.h"
 
 /* Positions are looked up in a table when a round has at most this many
  * groups (a load instead of a multiplication, a conversion and a product). */
 enum { TABLE_MAX = 4096 };
 
+/* A folded pattern's round: its fold, its unfold, or one over the virtual
+ * blocks (step and radix along their line). */
+enum { FOLD_NONE, FOLD_IN, FOLD_OUT, FOLD_INNER };
+
 typedef struct route {
   blk__axis_finder f; /* the owner along the round's axis, in groups of step blocks */
+  int fold;           /* FOLD_NONE but for a folded pattern */
+  int step;           /* FOLD_INNER */
   int radix;
   int wraps;             /* more groups than radix: the position is the group mod radix */
   double inv_radix;      /* 1 / radix */
@@ -52,7 +66,12 @@ struct blk_router {
   blk_decomposer *d; /* a copy: the finders point into it */
   int dim;
   int rounds;
+  int extras; /* a folded pattern's, or -1 */
   blk__box domain;
+  /* A folded pattern's: the owner's coordinate on each axis (groups of one
+   * block) and the gid strides (axis 0 fastest). */
+  blk__axis_finder owner[BLK_MAX_DIM];
+  int stride[BLK_MAX_DIM];
   route round[]; /* rounds of them */
 };
 
@@ -66,9 +85,9 @@ int blk_router_create(blk_router **out, const blk_partners *p, const blk_decompo
   if (blk_partners_nblocks(p) != nblocks)
     return blk__fail(BLK_EINVAL, "router: the partners run over %d blocks, the decomposer has %d",
                      blk_partners_nblocks(p), nblocks);
-  int div[BLK_MAX_DIM];
+  int div[BLK_MAX_DIM], extras = blk__partners_fold_extras(p);
   blk_decomposer_divisions(d, div);
-  for (int r = 0; r < rounds; r++) {
+  for (int r = 0; r < rounds && extras < 0; r++) {
     int a = blk_partners_round_axis(p, r);
     if (a < 0) return blk__fail(BLK_EINVAL, "router: a custom pattern has no axes to route along");
     /* The partners' divisions on this axis are where their positions end. */
@@ -80,7 +99,7 @@ int blk_router_create(blk_router **out, const blk_partners *p, const blk_decompo
                        r, a, a < dim ? div[a] : 0);
   }
   size_t entries = 0; /* of the tables: a round has ceil(divisions / step) groups */
-  for (int r = 0; r < rounds; r++) {
+  for (int r = 0; r < rounds && extras < 0; r++) {
     int groups = (div[blk_partners_round_axis(p, r)] - 1) / blk_partners_round_step(p, r) + 1;
     if (groups <= TABLE_MAX) entries += (size_t)groups;
   }
@@ -94,6 +113,7 @@ int blk_router_create(blk_router **out, const blk_partners *p, const blk_decompo
   }
   rt->dim = dim;
   rt->rounds = rounds;
+  rt->extras = extras;
   if (blk_decomposer_is_continuous(d)) {
     blk_cbounds b;
     blk_decomposer_cdomain(d, &b);
@@ -103,8 +123,24 @@ int blk_router_create(blk_router **out, const blk_partners *p, const blk_decompo
     blk_decomposer_domain(d, &b);
     blk__discrete.load(&rt->domain, &b);
   }
-  for (int r = 0; r < rounds; r++) {
+  for (int a = 0, stride = 1; a < dim && extras >= 0; stride *= div[a], a++) {
+    blk__decomposer_axis_finder(rt->d, a, 1, &rt->owner[a]);
+    rt->stride[a] = stride;
+  }
+  for (int r = 0; r < rounds && extras >= 0; r++) {
     route *ro = &rt->round[r];
+    memset(ro, 0, sizeof *ro);
+    int radix = blk_partners_round_radix(p, r);
+    /* The fold rounds have no radix: the fold is round 0 (a folded
+     * pattern's first inner round has rounds after it), the unfold the last. */
+    ro->fold = radix > 0 ? FOLD_INNER : r == 0 ? FOLD_IN : FOLD_OUT;
+    ro->radix = radix > 0 ? radix : ro->fold == FOLD_IN ? 1 : 2;
+    ro->step = radix > 0 ? blk_partners_round_step(p, r) : 1;
+  }
+  for (int r = 0; r < rounds && extras < 0; r++) {
+    route *ro = &rt->round[r];
+    ro->fold = FOLD_NONE;
+    ro->step = 0;
     int radix = blk_partners_round_radix(p, r);
     blk__decomposer_axis_finder(rt->d, blk_partners_round_axis(p, r), blk_partners_round_step(p, r),
                                 &ro->f);
@@ -227,10 +263,33 @@ BLK__TEMPLATE int position(const route *ro, const unsigned char *pt, int continu
   return q;
 }
 
+/* A folded pattern's position of gid in round ro (partners_folded.c). */
+static int folded_position(const blk_router *r, const route *ro, int gid) {
+  int paired = gid < 2 * r->extras;
+  if (ro->fold == FOLD_IN) return 0;
+  if (ro->fold == FOLD_OUT) return paired && (gid & 1);
+  int v = paired ? gid / 2 : gid - r->extras; /* the virtual block */
+  return v / ro->step % ro->radix;
+}
+
+/* The same for the point at pt, which lies in the domain: its owner's gid
+ * from its owner along each axis. */
+BLK__TEMPLATE int folded_point(const blk_router *r, const route *ro, const unsigned char *pt,
+                               int continuous) {
+  int gid = 0;
+  for (int a = 0; a < r->dim; a++) {
+    blk__coord c = load(pt, a, continuous);
+    gid += r->stride[a] *
+           (continuous ? blk__axis_cfind(&r->owner[a], c.x) : blk__axis_find(&r->owner[a], c.i));
+  }
+  return folded_position(r, ro, gid);
+}
+
 /* The position of the point at pt in round ro, or BLK_ENOTFOUND. */
 BLK__TEMPLATE int route_point(const blk_router *r, const route *ro, const unsigned char *pt,
                               int continuous) {
-  return inside(&r->domain, pt, r->dim, continuous) ? position(ro, pt, continuous) : BLK_ENOTFOUND;
+  if (!inside(&r->domain, pt, r->dim, continuous)) return BLK_ENOTFOUND;
+  return r->extras >= 0 ? folded_point(r, ro, pt, continuous) : position(ro, pt, continuous);
 }
 
 /* The BLK_EINVAL of a call made wrong, or 0. */
@@ -318,20 +377,29 @@ BLK__TEMPLATE int route_many(const blk_router *r, int round, const void *pts, si
                      pts ? "to" : "pts");
   const route *ro = &r->round[round];
   size_t done;
-  switch (r->dim) { /* the common dimensions get their own loops */
-    case 1:
-      done = route_span(r, ro, pts, stride, n, to, counts, 1, continuous);
-      break;
-    case 2:
-      done = route_span(r, ro, pts, stride, n, to, counts, 2, continuous);
-      break;
-    case 3:
-      done = route_span(r, ro, pts, stride, n, to, counts, 3, continuous);
-      break;
-    default:
-      done = route_span(r, ro, pts, stride, n, to, counts, r->dim, continuous);
-      break;
-  }
+  if (r->extras >= 0) { /* folded: through the gid, one point at a time */
+    const unsigned char *pt = pts;
+    for (done = 0; done < n; done++, pt += stride) {
+      int pos = route_point(r, ro, pt, continuous);
+      if (pos < 0) break;
+      to[done] = pos;
+    }
+    if (counts) count(to, done, counts, ro->radix);
+  } else
+    switch (r->dim) { /* the common dimensions get their own loops */
+      case 1:
+        done = route_span(r, ro, pts, stride, n, to, counts, 1, continuous);
+        break;
+      case 2:
+        done = route_span(r, ro, pts, stride, n, to, counts, 2, continuous);
+        break;
+      case 3:
+        done = route_span(r, ro, pts, stride, n, to, counts, 3, continuous);
+        break;
+      default:
+        done = route_span(r, ro, pts, stride, n, to, counts, r->dim, continuous);
+        break;
+    }
   if (done < n)
     return blk__fail(BLK_ENOTFOUND, "router: %s: point %zu of %zu is outside the domain", what,
                      done, n);

@@ -20,7 +20,9 @@
  * with k = 2..8 in both orders, and merge, broadcast and all-reduce, all
  * made for the decomposer's grid. Each round's answer must equal the
  * reference, what round_position(cpoint_to_gid) gives, the one-point and
- * the batch calls (aligned and not, with their counts) alike.
+ * the batch calls (aligned and not, with their counts) alike. Over 1009
+ * blocks the same for the folded patterns (blk_partners_create_folded),
+ * which route through the gid.
  */
 #include <math.h>
 #include <stdint.h>
@@ -320,6 +322,45 @@ static void check_router(const problem *pr, const points *ps, const blk_partners
   blk_router_destroy(r);
 }
 
+/* A folded pattern (blk_partners_create_folded) over the decomposer's
+ * gids: the same reference, round_position(cpoint_to_gid), in every round,
+ * fold and unfold included, and the counts of each position. */
+static int folded_checked;
+
+static void check_folded_router(const problem *pr, const points *ps, const blk_partners *p) {
+  folded_checked++;
+  blk_router *r = NULL;
+  CHECK_OK(blk_router_create(&r, p, pr->d));
+  int R = blk_partners_rounds(p), mg = blk_partners_max_group(p);
+  size_t psize = (size_t)pr->dim * 8, stride = pr->continuous ? sizeof(cpoint) : sizeof(dpoint);
+  const void *first = pr->continuous ? (const void *)ps->c[0].x : (const void *)ps->i[0].x;
+  for (int k = 0; k < ps->n; k++)
+    memcpy(packed + 1 + (size_t)k * (psize + 1),
+           pr->continuous ? (const void *)ps->c[k].x : (const void *)ps->i[k].x, psize);
+  for (int round = 0; round < R; round++) {
+    size_t want[MAXDIV] = {0}, counts[MAXDIV] = {0}, counts2[MAXDIV] = {0};
+    for (int k = 0; k < ps->n; k++) {
+      int pos = blk_partners_round_position(p, round, ps->gid[k]);
+      CHECK(pos >= 0 && pos < mg);
+      CHECK_MSG(route1(r, pr, round, ps, k) == pos, "folded: round %d point %d: %d, want %d", round,
+                k, route1(r, pr, round, ps, k), pos);
+      want[pos]++;
+    }
+    CHECK_OK(route_batch(r, pr, round, first, stride, (size_t)ps->n, to, counts));
+    CHECK_OK(route_batch(r, pr, round, packed + 1, psize + 1, (size_t)ps->n, to2, counts2));
+    for (int k = 0; k < ps->n; k++) {
+      CHECK_EQ_INT(to[k], blk_partners_round_position(p, round, ps->gid[k]));
+      CHECK_EQ_INT(to2[k], to[k]);
+    }
+    for (int j = 0; j < mg; j++) {
+      CHECK_EQ_INT(counts[j], want[j]);
+      CHECK_EQ_INT(counts2[j], want[j]);
+    }
+  }
+  CHECK_EQ_INT(route1(r, pr, R, ps, 0), BLK_EINVAL);
+  blk_router_destroy(r);
+}
+
 /* Points outside the domain: one coordinate one step past a face (or NaN
  * or infinite), the others inside. Every round says BLK_ENOTFOUND, as
  * cpoint_to_gid does, and a batch stops at the first with a detail. */
@@ -385,6 +426,18 @@ static void check_problem(blk_decomposer *d) {
       check_router(&pr, &ps, p);
       blk_partners_destroy(p);
     }
+    /* Folded, where the count has a prime factor above 16 (1009). */
+    for (int pat = 0; pat < 4; pat++)
+      for (int k = 2; k <= 4; k += 2) {
+        blk_partners *p = NULL;
+        int n = blk_decomposer_nblocks(d);
+        CHECK_OK(blk_partners_create_folded(&p, (blk_pattern)pat, n, k, contiguous));
+        if (blk_partners_round_coord_position(p, 0, 0) < 0) {
+          check_folded_router(&pr, &ps, p);
+          if (pat == BLK_SWAP && k == 2) check_outside(&pr, &ps, p);
+        }
+        blk_partners_destroy(p);
+      }
   }
 }
 
@@ -585,6 +638,7 @@ int main(void) {
   test_continuous();
   test_discrete();
   test_create_errors();
-  printf("test_router: ok\n");
+  CHECK_EQ_INT(folded_checked, 4 * 4 * 2 * 2); /* four problems of 1009 blocks */
+  printf("test_router: ok (%d folded patterns)\n", folded_checked);
   return 0;
 }
