@@ -8,7 +8,13 @@
  *  all-reduce every block must end with that sum;
  *  broadcast  every block must end with the root's vector;
  *  swap       used as an all-gather: every block must end knowing every gid
- *             exactly once.
+ *             exactly once; and, over the folded patterns, as an all-to-all:
+ *             every block starts with an item for every gid and forwards it
+ *             to out-partner blk_partners_round_position(round, its gid),
+ *             so each must end with one item from every gid, all its own.
+ * The folded patterns (blk_partners_create_folded) run over 69 (3 x 23)
+ * blocks with k = 2 and 4 and over 1009 (in core) with k = 2, every
+ * pattern, both orders.
  * Every callback also checks that the driver ran it only in rounds where the
  * partners say the block is active, with the in/out gids the partners give,
  * and the test counts that each block ran exactly its active rounds.
@@ -26,15 +32,18 @@
 typedef struct block {
   int gid;
   int len;
-  double *v; /* the vector being reduced */
-  int *seen; /* swap: gids known so far, nblocks entries, 0/1 */
-  int calls; /* callbacks run */
+  double *v;  /* the vector being reduced */
+  int *seen;  /* swap: gids known so far, nblocks entries, 0/1 */
+  int calls;  /* callbacks run */
+  int *items; /* routed swap: nitems (from, to) pairs */
+  int nitems, cap;
 } block;
 
 typedef struct ctx {
   int nblocks, len;
   blk_pattern pattern;
   const blk_partners *p;
+  int route; /* a swap routes items (route_items) */
 } ctx;
 
 static double start_value(int gid, int j) {
@@ -60,7 +69,18 @@ static void destroy(void *data, int gid, void *user) {
   block *b = data;
   free(b->v);
   free(b->seen);
+  free(b->items);
   free(b);
+}
+
+/* Room for n items in b; 0 or BLK_ENOMEM. */
+static int reserve(block *b, int n) {
+  if (n <= b->cap) return 0;
+  int *items = realloc(b->items, (size_t)n * 2 * sizeof *items);
+  if (!items) return BLK_ENOMEM;
+  b->items = items;
+  b->cap = n;
+  return 0;
 }
 
 /* Out-of-core: everything the block holds, so a reduction gives the same
@@ -71,6 +91,8 @@ static int save(blk_buffer *out, const void *data, int gid, void *user) {
   CHECK_EQ_INT(b->gid, gid);
   blk_buffer_write_i32(out, b->calls);
   blk_buffer_write_array(out, b->v, sizeof *b->v, (size_t)b->len);
+  blk_buffer_write_i32(out, b->nitems);
+  blk_buffer_write_array(out, b->items, 2 * sizeof *b->items, (size_t)b->nitems);
   return blk_buffer_write_array(out, b->seen, sizeof *b->seen, (size_t)c->nblocks);
 }
 
@@ -82,6 +104,12 @@ static int load(void *data, blk_buffer *in, int gid, void *user) {
   blk_buffer_read_i32(in, &b->calls);
   blk_buffer_read_array(in, b->v, sizeof *b->v, (size_t)b->len, &n);
   CHECK_EQ_INT(n, b->len);
+  int nitems = 0;
+  blk_buffer_read_i32(in, &nitems);
+  CHECK_OK(reserve(b, nitems));
+  blk_buffer_read_array(in, b->items, 2 * sizeof *b->items, (size_t)nitems, &n);
+  CHECK_EQ_INT(n, nitems);
+  b->nitems = nitems;
   blk_buffer_read_array(in, b->seen, sizeof *b->seen, (size_t)c->nblocks, &n);
   CHECK_EQ_INT(n, c->nblocks);
   return blk_buffer_error(in);
@@ -96,6 +124,12 @@ static int reset(void *data, blk_proxy *p, void *user) {
   memset(b->seen, 0, (size_t)c->nblocks * sizeof *b->seen);
   b->seen[b->gid] = 1;
   b->calls = 0;
+  b->nitems = 0;
+  if (c->route) {
+    CHECK_OK(reserve(b, c->nblocks));
+    for (int g = 0; g < c->nblocks; g++) b->items[2 * g] = b->gid, b->items[2 * g + 1] = g;
+    b->nitems = c->nblocks;
+  }
   return 0;
 }
 
@@ -170,6 +204,31 @@ static int gather_gids(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* Swap as an all-to-all: take what comes in, send every item to the
+ * out-partner that the round's position of its destination names. */
+static int route_items(void *data, blk_proxy *p, void *user) {
+  ctx *c = user;
+  block *b = data;
+  check_partner_lists(c, b, p);
+  b->calls++;
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    size_t n = blk_proxy_incoming_remaining(p, i) / (2 * sizeof(int));
+    CHECK_OK(reserve(b, b->nitems + (int)n));
+    blk_proxy_dequeue(p, i, b->items + 2 * b->nitems, n * 2 * sizeof(int));
+    b->nitems += (int)n;
+  }
+  int nout = blk_proxy_out_count(p), r = blk_proxy_round(p);
+  if (nout == 0) return 0;
+  for (int j = 0; j < b->nitems; j++) {
+    int to = blk_partners_round_position(c->p, r, b->items[2 * j + 1]);
+    CHECK_MSG(to >= 0 && to < nout, "round %d gid %d: item for %d to out-partner %d of %d", r,
+              b->gid, b->items[2 * j + 1], to, nout);
+    CHECK_OK(blk_proxy_enqueue(p, to, b->items + 2 * j, 2 * sizeof(int)));
+  }
+  b->nitems = 0;
+  return 0;
+}
+
 static const char *pattern_name(blk_pattern p) {
   static const char *names[] = {"merge", "broadcast", "swap", "all-reduce"};
   return names[p];
@@ -183,6 +242,18 @@ static int verify(void *data, blk_proxy *p, void *user) {
   for (int r = 0; r <= R; r++) active += blk_partners_active(c->p, r, b->gid);
   CHECK_MSG(b->calls == active, "gid %d ran %d times, active in %d rounds", b->gid, b->calls,
             active);
+  if (c->route) {
+    CHECK_MSG(b->nitems == c->nblocks, "routed swap: gid %d holds %d items of %d", b->gid,
+              b->nitems, c->nblocks);
+    memset(b->seen, 0, (size_t)c->nblocks * sizeof *b->seen);
+    for (int j = 0; j < b->nitems; j++) {
+      int from = b->items[2 * j], to = b->items[2 * j + 1];
+      CHECK_MSG(to == b->gid && from >= 0 && from < c->nblocks && !b->seen[from],
+                "routed swap: gid %d holds the item from %d to %d", b->gid, from, to);
+      b->seen[from] = 1;
+    }
+    return 0;
+  }
   if (c->pattern == BLK_SWAP) {
     for (int g = 0; g < c->nblocks; g++)
       CHECK_MSG(b->seen[g] == 1, "swap: gid %d never learnt of gid %d", b->gid, g);
@@ -240,7 +311,7 @@ static uint64_t loads_of(int size, blk_pattern pattern, int nblocks, int mem_blo
   blk_partners *p;
   CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
   CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
-  ctx c = {nblocks, 3, pattern, NULL};
+  ctx c = {nblocks, 3, pattern, NULL, 0};
   m = master_of(&c, 1, mem_blocks, d, a);
   CHECK_OK(blk_partners_create_for(&p, pattern, d, 2, 1));
   c.p = p;
@@ -271,8 +342,9 @@ static void check_loads(int size, int rank) {
   int local = 0;
   uint64_t loads = loads_of(size, BLK_MERGE, 48, 9, &local);
   uint64_t out = local > 9 ? (uint64_t)(local - 9) : 0;
-  CHECK_MSG(loads <= out, "rank %d: a merge of %d blocks with 9 in memory loaded %llu, %llu were out",
-            rank, local, (unsigned long long)loads, (unsigned long long)out);
+  CHECK_MSG(loads <= out,
+            "rank %d: a merge of %d blocks with 9 in memory loaded %llu, %llu were out", rank,
+            local, (unsigned long long)loads, (unsigned long long)out);
   /* The swap on one rank only: on several, a block's last phase waits for
    * other ranks' messages, which come when their own order gets there, so
    * whether it stays in memory meanwhile depends on timing (at 2 ranks, 48
@@ -313,9 +385,9 @@ int main(int argc, char **argv) {
   blk_log_set_level(BLK_LOG_WARN);
 
   /* 13 and 1009 are primes above every k: one wider round (partners.h). */
-  static const int counts[] = {1, 2, 7, 9, 12, 13, 44, 64, 1009};
+  static const int counts[] = {1, 2, 7, 9, 12, 13, 44, 64, 69, 1009};
   static const int radices[] = {2, 3, 4, 8};
-  int ncounts = quick ? 4 : 9, runs = 0;
+  int ncounts = quick ? 4 : 10, runs = 0;
   for (int ci = 0; ci < ncounts; ci++) {
     int nblocks = counts[quick ? ci + 2 : ci];
     int huge = nblocks > 64; /* a swap of 1009 in one round is 1009^2 messages: skip it */
@@ -329,7 +401,7 @@ int main(int argc, char **argv) {
     blk_master *m;
     CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
     CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
-    ctx c = {nblocks, len, BLK_MERGE, NULL};
+    ctx c = {nblocks, len, BLK_MERGE, NULL, 0};
     m = master_of(&c, threads, mem_blocks, d, a);
     int divisions[BLK_MAX_DIM];
     blk_decomposer_divisions(d, divisions);
@@ -347,6 +419,35 @@ int main(int argc, char **argv) {
           blk_partners_destroy(p);
           runs++;
         }
+    /* Folded (69 = 3 x 23, 1009 a prime): every pattern, and the swap
+     * routing items as well; over 1009 k = 2 and in core only (out of core
+     * with one block in memory it took 3 s of the test's 5). */
+    int folds = nblocks == 69 || (nblocks == 1009 && !mem_blocks);
+    for (int k = 2; k <= (nblocks == 69 ? 4 : 2) && folds; k += 2)
+      for (int contiguous = 0; contiguous <= 1; contiguous++)
+        for (int pat = 0; pat <= 4; pat++) {
+          blk_partners *p;
+          c.pattern = pat == 4 ? BLK_SWAP : (blk_pattern)pat;
+          c.route = pat == 4;
+          CHECK_OK(blk_partners_create_folded(&p, c.pattern, nblocks, k, contiguous));
+          CHECK(blk_partners_max_group(p) <= 16);
+          c.p = p;
+          CHECK_OK(blk_master_foreach(m, reset, &c));
+          CHECK_OK(blk_reduce(m, a, p,
+                              c.route                 ? route_items
+                              : c.pattern == BLK_SWAP ? gather_gids
+                                                      : reduce_vector,
+                              &c));
+          CHECK_OK(blk_master_foreach(m, verify, &c));
+          blk_partners_destroy(p);
+          runs++;
+        }
+    c.route = 0;
+    if (rank == 0 && !quick && folds)
+      printf(
+          "test_reduce: %d blocks folded: merge, broadcast, swap (also routed), all-reduce ok "
+          "for k = %s, both orders\n",
+          nblocks, nblocks == 69 ? "2, 4" : "2");
     if (rank == 0 && !quick)
       printf("test_reduce: %d blocks (%dD %dx%d): %s ok for k = %s, both orders\n", nblocks, dim,
              divisions[0], dim > 1 ? divisions[1] : 1,
