@@ -238,6 +238,15 @@ int main(int argc, char **argv) {
   int div[DIM];
   blk_decomposer_divisions(d, div);
   EX_CHECK(blk_partners_create_for(&partners, BLK_SWAP, d, o.k, o.contiguous));
+  /* A division with a prime factor above max(k, 16) makes a round that wide
+   * (1009 blocks: every block sends 1009 messages): fold instead. */
+  if (blk_partners_max_group(partners) > (o.k > 16 ? o.k : 16)) {
+    blk_partners_destroy(partners);
+    partners = NULL;
+    EX_CHECK(blk_partners_create_folded(&partners, BLK_SWAP, o.blocks, o.k, o.contiguous));
+    if (ex_rank() == 0)
+      printf("folded: no round wider than %d\n", blk_partners_max_group(partners));
+  }
   EX_CHECK(blk_router_create(&router, partners, d)); /* read-only: shared by the threads */
 
   /* The serial reference: the owner of every point. */

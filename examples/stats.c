@@ -218,8 +218,9 @@ int main(int argc, char **argv) {
   EX_CHECK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   EX_CHECK(ex_add_blocks(m, a, create_block, &su));
   EX_CHECK(blk_master_foreach(m, summarise_values, &su));
-  /* No geometry: the blocks form a 1D row of o.blocks. */
-  EX_CHECK(blk_partners_create(&partners, BLK_ALLREDUCE, 1, &o.blocks, o.k, o.contiguous));
+  /* No geometry: the blocks form a 1D row of o.blocks, folded when the
+   * count has a prime factor above max(k, 16) (otherwise DIY's rounds). */
+  EX_CHECK(blk_partners_create_folded(&partners, BLK_ALLREDUCE, o.blocks, o.k, o.contiguous));
 
   run r = {&su, blk_partners_rounds(partners), NULL};
   double t0 = MPI_Wtime();
