@@ -61,7 +61,7 @@
  * works (partners.h); one with a prime factor above max(k, 16) is folded
  * into the largest count below it without one, the extras handing their
  * arrays to a neighbour first and getting the result in a last round
- * (docs/patterns.md), except by the scan, which runs a wider round. With
+ * (docs/patterns.md). With
  * fewer elements than blocks, SPLIT still works: some blocks' pieces are
  * empty.
  */
@@ -204,7 +204,9 @@ typedef enum blk_scan_kind {
  * the radix. It runs log_k(n) swap rounds (contiguous order): in each, a
  * block sends the total of the gid range it stands for to the k-1 others
  * of its group, adds the totals of the members before it to its prefix and
- * all of them to its total: R (alpha + (k-1) beta m + k gamma m). Every
+ * all of them to its total: R (alpha + (k-1) beta m + k gamma m). Over a
+ * folded count a pair's second block hands its array to the first, which
+ * scans for both and sends it its result in a last round. Every
  * block's result comes from the same combines in the same order on any
  * number of ranks and threads, in core or out (bit-identical; a float sum
  * may differ from a left-to-right sum in its last bits). Errors as

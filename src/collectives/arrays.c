@@ -317,9 +317,19 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
  * no identity needed), and stays empty until a lower gid's total comes.
  * After the last round the array takes P; gid 0 of an exclusive scan,
  * which never gets one, the op's identity (or, for a program's op, keeps
- * the total). */
+ * the total).
+ *
+ * Over a folded count (partners_folded.h) the rounds above run over the
+ * virtual blocks, each of which stands for adjacent gids in order, so the
+ * same arithmetic holds for their ranges. In the fold an extra (gid 2i+1)
+ * sends its array X' to its stand-in (gid 2i, array X), whose T becomes
+ * X op X'. The stand-in runs the rounds as an exclusive scan and keeps X
+ * ahead of P in its message to itself: after them it holds the prefix P of
+ * the gids below 2i, takes P (exclusive) or P op X (inclusive) and sends
+ * P op X to its extra in the unfold, which takes it (exclusive) or it op
+ * X' (inclusive). */
 typedef struct scan_job {
-  job j; /* first: reduce() passes it */
+  job j; /* first: reduce() passes it (j.fold, j.off, j.inner: fold_job's) */
   int inclusive;
 } scan_job;
 
@@ -335,19 +345,21 @@ static int in_index(blk_proxy *p, int gid) {
   return -1;
 }
 
-/* The prefix P, whose queue is the block's own (round 0: made here). It is
- * empty while the block has none: an exclusive scan's block that has met
+/* The block's message to itself, which holds `base` bytes (a stand-in's
+ * own array, else none) and then the prefix P (round 0: made here). P is
+ * absent while the block has none: an exclusive scan's block that has met
  * no lower gid yet (so no identity is needed, and a program's op works). */
 static blk_buffer *scan_prefix(const scan_job *s, blk_proxy *p, int gid, const unsigned char *a,
-                               size_t bytes) {
+                               size_t bytes, size_t base) {
   if (blk_proxy_round(p) > 0) {
     int i = in_index(p, gid);
     if (i < 0) blk__proxy_misuse(p, "arrays: scan: gid %d has no message from itself", gid);
-    if (blk_proxy_incoming_remaining(p, i) != 0) check_size(p, i, bytes);
+    size_t got = blk_proxy_incoming_remaining(p, i);
+    if (got != base && got != base + bytes) check_size(p, i, base + bytes);
     return blk_proxy_incoming(p, i);
   }
   blk_buffer *q = blk_proxy_outgoing(p, out_index(p, gid));
-  if (s->inclusive && bytes) {
+  if ((base || s->inclusive) && bytes) {
     unsigned char *at = blk_buffer_append(q, bytes);
     if (!at) return NULL;
     memcpy(at, a, bytes);
@@ -355,78 +367,124 @@ static blk_buffer *scan_prefix(const scan_job *s, blk_proxy *p, int gid, const u
   return q;
 }
 
+/* Round e's group totals into the block's T (its array a) and P (after
+ * base bytes of pq), as the comment above says. */
+static int scan_totals(const job *j, blk_proxy *p, int gid, int e, unsigned char *a, blk_buffer *pq,
+                       size_t base) {
+  size_t count = j->spec->count, bytes = count * j->elem;
+  int k = blk_partners_round_radix(j->p, e), d = blk_partners_round_position(j->p, e, gid);
+  const unsigned char *tot[64], **t = k <= 64 ? tot : blk__calloc((size_t)k, sizeof *t);
+  unsigned char *acc = d > 0 ? blk__malloc(bytes ? bytes : 1) : a;
+  if (!t || !acc) {
+    if (t != tot) free(t);
+    if (acc != a) free(acc);
+    return blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte array", gid,
+                     bytes);
+  }
+  for (int i = 0; i < k; i++) t[i] = NULL;
+  t[d] = a;
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    int src = blk_proxy_in_gid(p, i);
+    if (src == gid) continue;
+    int at = blk_partners_round_position(j->p, e, src);
+    if (at < 0 || at >= k || t[at])
+      blk__proxy_misuse(p, "arrays: scan: gid %d from gid %d, at place %d of %d", gid, src, at, k);
+    check_size(p, i, bytes);
+    t[at] = blk_proxy_dequeue_view(p, i, bytes);
+  }
+  for (int i = 0; i < k; i++)
+    if (!t[i]) blk__proxy_misuse(p, "arrays: scan: gid %d has no total from place %d", gid, i);
+  /* L = T_0 op ... op T_(d-1) in acc; P = L op P (or L, if none yet);
+   * then T in acc. */
+  int rc = BLK_OK;
+  if (d > 0) {
+    memcpy(acc, t[0], bytes);
+    for (int i = 1; i < d; i++) combine(j, acc, t[i], count);
+    if (pq->size > base)
+      combine(j, pq->data + base, acc, count);
+    else if (blk_buffer_write(pq, acc, bytes))
+      rc = blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte prefix", gid,
+                     bytes);
+  }
+  for (int i = d > 0 ? d : 1; i < k && !rc; i++) combine(j, acc, t[i], count);
+  if (acc != a) {
+    if (!rc) memcpy(a, acc, bytes);
+    free(acc);
+  }
+  if (t != tot) free(t);
+  return rc;
+}
+
+/* After the last round over the virtual blocks: the array takes the
+ * block's result; a stand-in sends its extra P op X. */
+static int scan_finish(const scan_job *s, blk_proxy *p, int gid, unsigned char *a, blk_buffer *pq,
+                       size_t base) {
+  const job *j = &s->j;
+  size_t count = j->spec->count, bytes = count * j->elem;
+  int has = pq->size > base; /* a prefix */
+  if (!s->inclusive || !base) {
+    if (has)
+      memcpy(a, pq->data + base, bytes);
+    else if (bytes > 0)
+      identity(j, a); /* an exclusive scan's gid 0 */
+  }
+  if (!base) return BLK_OK;
+  unsigned char *q = has ? pq->data + base : pq->data; /* P op X, or X */
+  if (has) combine(j, q, pq->data, count);
+  if (s->inclusive) memcpy(a, q, bytes);
+  return blk_proxy_enqueue(p, out_index(p, gid + 1), q, bytes);
+}
+
+/* An extra's two callbacks over a folded count: its array to its stand-in
+ * in the fold, its result from it after the unfold. */
+static int scan_extra(const scan_job *s, blk_proxy *p, int gid, unsigned char *a) {
+  const job *j = &s->j;
+  size_t count = j->spec->count, bytes = count * j->elem;
+  if (blk_proxy_round(p) == 0) return blk_proxy_enqueue(p, out_index(p, gid - 1), a, bytes);
+  int i = in_index(p, gid - 1);
+  if (i < 0) blk__proxy_misuse(p, "arrays: scan: extra %d has nothing from gid %d", gid, gid - 1);
+  check_size(p, i, bytes);
+  blk_buffer *q = blk_proxy_incoming(p, i);
+  if (s->inclusive) combine(j, q->data + q->pos, a, count);
+  memcpy(a, q->data + q->pos, bytes);
+  return BLK_OK;
+}
+
 static int scan_round(void *block, blk_proxy *p, void *user) {
   const scan_job *s = user;
   const job *j = &s->j;
   const blk_arrays *spec = j->spec;
-  int gid = blk_proxy_gid(p), r = blk_proxy_round(p), R = blk_partners_rounds(j->p);
+  int gid = blk_proxy_gid(p), c = blk_proxy_round(p);
   unsigned char *a = array_of(j, block, gid);
   size_t bytes = spec->count * j->elem;
-  if (R == 0) { /* one block: its prefix is itself, or nothing */
+  if (blk_partners_rounds(j->p) == 0) { /* one block: its prefix is itself, or nothing */
     if (!s->inclusive) identity(j, a);
     return BLK_OK;
   }
-  blk_buffer *pq = scan_prefix(s, p, gid, a, bytes);
+  int paired = gid < 2 * j->fold, r = c - j->off; /* r: round over the virtual blocks */
+  if (paired && (gid & 1)) return scan_extra(s, p, gid, a);
+  if (r > j->inner) return BLK_OK; /* the unfold's end: done a round ago */
+  size_t base = paired ? bytes : 0;
+  blk_buffer *pq = scan_prefix(s, p, gid, a, bytes, base);
   if (!pq || blk_buffer_error(pq))
     return blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte prefix", gid,
                      bytes);
+  if (r < 0) return BLK_OK; /* the fold: only the message to itself */
+  if (r == 0 && paired) {   /* after the fold: T = X op X' */
+    int i = in_index(p, gid + 1);
+    if (i < 0) blk__proxy_misuse(p, "arrays: scan: gid %d has nothing from its extra", gid);
+    check_size(p, i, bytes);
+    combine(j, a, blk_proxy_dequeue_view(p, i, bytes), spec->count);
+  }
   if (r > 0) {
-    /* The group's totals by position; this block's is its array. */
-    int k = blk_partners_round_radix(j->p, r - 1),
-        d = blk_partners_round_position(j->p, r - 1, gid);
-    const unsigned char *tot[64], **t = k <= 64 ? tot : blk__calloc((size_t)k, sizeof *t);
-    unsigned char *acc = d > 0 ? blk__malloc(bytes ? bytes : 1) : a;
-    if (!t || !acc) {
-      if (t != tot) free(t);
-      if (acc != a) free(acc);
-      return blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte array", gid,
-                       bytes);
-    }
-    for (int i = 0; i < k; i++) t[i] = NULL;
-    t[d] = a;
-    for (int i = 0; i < blk_proxy_in_count(p); i++) {
-      int src = blk_proxy_in_gid(p, i);
-      if (src == gid) continue;
-      int at = blk_partners_round_position(j->p, r - 1, src);
-      if (at < 0 || at >= k || t[at])
-        blk__proxy_misuse(p, "arrays: scan: gid %d from gid %d, at place %d of %d", gid, src, at,
-                          k);
-      check_size(p, i, bytes);
-      t[at] = blk_proxy_dequeue_view(p, i, bytes);
-    }
-    for (int i = 0; i < k; i++)
-      if (!t[i]) blk__proxy_misuse(p, "arrays: scan: gid %d has no total from place %d", gid, i);
-    /* L = T_0 op ... op T_(d-1) in acc; P = L op P (or L, if none yet);
-     * then T in acc. */
-    int rc = BLK_OK;
-    if (d > 0) {
-      memcpy(acc, t[0], bytes);
-      for (int i = 1; i < d; i++) combine(j, acc, t[i], spec->count);
-      if (pq->size > 0)
-        combine(j, pq->data, acc, spec->count);
-      else if (blk_buffer_write(pq, acc, bytes))
-        rc = blk__fail(BLK_ENOMEM, "arrays: scan: gid %d has no memory for a %zu-byte prefix", gid,
-                       bytes);
-    }
-    for (int i = d > 0 ? d : 1; i < k && !rc; i++) combine(j, acc, t[i], spec->count);
-    if (acc != a) {
-      if (!rc) memcpy(a, acc, bytes);
-      free(acc);
-    }
-    if (t != tot) free(t);
+    int rc = scan_totals(j, p, gid, c - 1, a, pq, base);
     if (rc) return rc;
   }
-  if (r == R) {
-    if (pq->size > 0)
-      memcpy(a, pq->data, bytes);
-    else if (bytes > 0)
-      identity(j, a); /* an exclusive scan's gid 0 */
-    return BLK_OK;
-  }
+  if (r == j->inner) return scan_finish(s, p, gid, a, pq, base);
   /* On: the total to the group (a copy: the array changes next round, while
    * the others may still read it), the prefix to itself (its storage). */
   int self = out_index(p, gid);
-  if (r > 0) {
+  if (c > 0) {
     blk_buffer_rewind(pq);
     blk_buffer_swap(blk_proxy_outgoing(p, self), pq);
   }
@@ -624,14 +682,11 @@ static void kept_partners_free(void *mem) {
  *  GATHER   SPLIT's second half: the scatter's inner rounds backwards,
  *           then the unfold;
  *  GATHER_ALL  the same with the fold first too (blk_arrays_all_gather);
- *  RING     the ring (k is then its rounds);
- *  SCAN     swap rounds in contiguous order, never folded: a scan needs
- *           each virtual block to stand for one gid. */
+ *  RING     the ring (k is then its rounds). */
 #define PATTERN_SCATTER (-1)
 #define PATTERN_GATHER (-2)
 #define PATTERN_GATHER_ALL (-3)
 #define PATTERN_RING (-4)
-#define PATTERN_SCAN (-5)
 
 /* The swap rounds of SPLIT's gather over n blocks: the scatter's (halving
  * order) backwards. */
@@ -648,8 +703,8 @@ static int make_gather(blk_partners **out, int n, int k) {
 /* A pattern of the list above over n blocks, folded where n needs it. */
 static int make_pattern(blk_partners **out, int pattern, int n, int k, int contiguous) {
   if (pattern == PATTERN_RING) return blk__partners_create_ring(out, n, k);
-  if (pattern == PATTERN_SCAN) return blk_partners_create(out, BLK_SWAP, 1, &n, k, 1);
-  if (pattern >= 0) return blk__partners_create_folding(out, (blk_pattern)pattern, n, k, contiguous);
+  if (pattern >= 0)
+    return blk__partners_create_folding(out, (blk_pattern)pattern, n, k, contiguous);
   int m = blk__fold_base(n, k);
   blk_partners *inner = NULL;
   int rc = pattern == PATTERN_SCATTER ? blk_partners_create(&inner, BLK_SWAP, 1, &m, k, 0)
@@ -770,9 +825,10 @@ int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, PATTERN_SCAN, n, spec->k, 1, &rc);
+  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
   if (!p) return rc;
   scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, kind == BLK_SCAN_INCLUSIVE};
+  fold_job(&s.j, spec->k, 1);
   return reduce(m, a, p, scan_round, &s.j);
 }
 
@@ -789,7 +845,7 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   if (!back) return rc;
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
   fold_job(&j, spec->k, 0);
-  j.goff = j.off; /* the gather folds first too */
+  j.goff = j.off;                              /* the gather folds first too */
   return reduce(m, a, back, gather_round, &j); /* j.p: the scatter's, for the shares */
 }
 
@@ -859,14 +915,16 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if (alg == BLK_ARRAYS_BUTTERFLY) {
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
     if (!p) return rc;
-    job j = {spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}; /* each round changes what the last one sent */
+    job j = {spec,     p, n, elem, 0, 0,
+             NO_PLACE, 0, 0, 0,    0}; /* each round changes what the last one sent */
     return reduce(m, a, p, butterfly_round, &j);
   }
   if (alg == BLK_ARRAYS_TREE) {
     blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, &rc);
     if (!p) return rc;
     int half = blk_partners_rounds(p) / 2;
-    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0}, half, a, blk_master_rank(m)};
+    tree_job t = {
+        {spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0}, half, a, blk_master_rank(m)};
     return reduce(m, a, p, tree_allreduce_round, &t.j);
   }
   /* Reduce-scatter in halving order, then the same groups backwards. Both

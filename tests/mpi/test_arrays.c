@@ -188,7 +188,8 @@ static int verify(void *data, blk_proxy *p, void *user) {
     to = blk_arrays_piece_begin(c->count, c->nblocks, b->gid + 1);
   }
   if (c->what == 5 && b->gid == 0) { /* the op's identity */
-    for (size_t i = 0; i < c->count; i++) CHECK_MSG(is_identity(c, b->data, i), "gid 0 element %zu", i);
+    for (size_t i = 0; i < c->count; i++)
+      CHECK_MSG(is_identity(c, b->data, i), "gid 0 element %zu", i);
     return 0;
   }
   for (size_t i = from; i < to; i++)
@@ -297,8 +298,8 @@ static void user_op(blk_master *m, const blk_assigner *a, int n, int k, int fold
                                               BLK_ARRAYS_SEGMENTED_RING};
   for (int what = 0; what < 5; what++)
     for (int ai = 0; ai < (what == 0 ? 5 : 1); ai++) {
-      /* (folded_only: not the scans and rings, which run unfolded) */
-      if (folded_only && (what == 2 || what == 3 || ai >= 3)) continue;
+      /* (folded_only: not the rings, which run unfolded) */
+      if (folded_only && ai >= 3) continue;
       user_ctx u = {n, what, 37};
       blk_arrays spec = BLK_ARRAYS_INIT;
       spec.array = array_of;
@@ -431,8 +432,8 @@ int main(int argc, char **argv) {
     /* (--quick over 17 blocks, the folded count, out of core or under a
      * sanitizer: 5 elements and k = 2 only.) */
     int fold_quick = quick && n == 17;
-    /* Over the folded counts, only what folds: scans and rings run over
-     * them unfolded, as over 44 blocks. */
+    /* Over the folded counts, only what folds: the rings run over them
+     * unfolded, as over 44 blocks. */
     int folded_only = n == 17 || n == 38;
     for (int li = quick ? 1 : 0; li < (fold_quick ? 2 : 4); li += quick ? 2 : 1)
       for (int k = 2; k <= (fold_quick ? 2 : 4); k += quick ? 2 : 1) {
@@ -441,11 +442,11 @@ int main(int argc, char **argv) {
         for (int what = 0; what < 7; what++)
           for (int ai = 0; ai < 6; ai++) {
             static const blk_arrays_algorithm algs[] = {
-                BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,          BLK_ARRAYS_BUTTERFLY,
-                BLK_ARRAYS_AUTO, BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING};
+                BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT, BLK_ARRAYS_BUTTERFLY,
+                BLK_ARRAYS_AUTO, BLK_ARRAYS_RING,  BLK_ARRAYS_SEGMENTED_RING};
             blk_arrays_algorithm alg = algs[ai];
             if (what != 0 && ai > 0) continue; /* one algorithm each */
-            if (folded_only && (what == 4 || what == 5 || alg >= BLK_ARRAYS_RING)) continue;
+            if (folded_only && alg >= BLK_ARRAYS_RING) continue;
             /* (--quick, 17 blocks: the reduce and broadcast trees are the
              * all-reduce TREE's halves.) */
             if (fold_quick && (what == 1 || what == 2 || alg == BLK_ARRAYS_AUTO)) continue;
@@ -453,8 +454,7 @@ int main(int argc, char **argv) {
              * block is busy (out of core, a load each): k = 2, a count below
              * the block count, and one far above it (up to 13 blocks, in
              * core: there S = 2..12 segments). */
-            if (alg >= BLK_ARRAYS_RING &&
-                (k > 2 || li % 2 == 0 || (li == 3 && (quick || n > 13))))
+            if (alg >= BLK_ARRAYS_RING && (k > 2 || li % 2 == 0 || (li == 3 && (quick || n > 13))))
               continue;
             /* Types and ops in turn, so every pair is covered across the loop. */
             ctx c = {lengths[li], (blk_type)((runs + k) % 4), (blk_op)(runs % 3), n, what};
@@ -487,7 +487,7 @@ int main(int argc, char **argv) {
       for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SEGMENTED_RING; alg++)
         if (alg < BLK_ARRAYS_RING || (k == 2 && !folded_only))
           same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
-      if (!folded_only) scan_inexact(m, a, k);
+      scan_inexact(m, a, k);
       if (k == 2) user_op(m, a, n, k, folded_only);
     }
     blk_arrays bad = BLK_ARRAYS_INIT;
@@ -538,9 +538,7 @@ int main(int argc, char **argv) {
     blk_arrays_algorithm big_in = blk_arrays_all_reduce_algorithm(NULL, a, &fresh);
     blk_arrays_algorithm big_here = blk_arrays_all_reduce_algorithm(m, a, &fresh);
     int several = n > size;
-    CHECK(big_in == (!several ? BLK_ARRAYS_SPLIT
-                     : size > 1 ? BLK_ARRAYS_TREE
-                                : BLK_ARRAYS_SPLIT));
+    CHECK(big_in == (!several ? BLK_ARRAYS_SPLIT : size > 1 ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT));
     /* (A budget that holds every block counts as in core.) */
     CHECK(big_here ==
           (several && (size > 1 || (mem_blocks && mem_blocks < n)) ? BLK_ARRAYS_TREE : big_in));
