@@ -3,7 +3,7 @@
  * machine and writes the tuning file that BLK_ARRAYS_AUTO then follows
  * (blk_master_config.tuning or $BLK_TUNING; blk/master.h).
  *
- *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4]
+ *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4] [--no-model]
  *                         [--reps N] [--output FILE] [--evaluate]
  *
  * For each blocks-per-rank count and array size (one block's array of
@@ -22,12 +22,30 @@
  * prints the constants: how far a straight-line cost model is from the
  * measurements (AUTO itself interpolates between the measured sizes).
  *
+ * Then it fits the cost model of a program's own reductions
+ * (blk_cost_model, which blk_partners_predict and blk_partners_choose take):
+ * it times blk_reduce with a merge callback (add what comes in, send the
+ * array on) and a swap callback (hand piece j of the array to out-partner
+ * j, as a redistribution does) over the built-in patterns, k = 2, 4, 8 in
+ * both orders, at every size and blocks-per-rank count above; predicts each
+ * run's time with one constant at a time set to 1 (the model is linear in
+ * its constants), and fits the five constants to the times by
+ * non-negative least squares weighted by 1/t^2 (tune_fit.h). It prints them
+ * as a blk_cost_model initializer, with how far the fitted and the built-in
+ * constants are from the times, and writes them into the file as a comment.
+ * --no-model skips this part; --constants A,B,C,L,G skips the fit and takes
+ * those constants (seconds) instead, e.g. to score constants fitted at one
+ * rank count on another with --evaluate.
+ *
  * --evaluate then times every algorithm at sizes held out of the file (the
  * geometric midpoints of the measured ones) and scores three ways of
  * choosing against the fastest there: blk's built-in rules, the file just
  * written (read by a master, as a program would), and the fitted lines;
  * it prints chosen time / fastest time for each size, and the mean and
- * worst of each way.
+ * worst of each way. For the cost model it does the same with k and the
+ * order: at the held-out sizes it times every (k, order) of the fit and what
+ * blk_partners_choose picks with the fitted and with the built-in
+ * constants, and scores both picks against the fastest of those.
  */
 #include <blk/blk.h>
 #include <math.h>
@@ -37,6 +55,7 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "tune_fit.h"
 
 #define MAX_SIZES 32
 #define MAX_BPR 8
@@ -241,6 +260,246 @@ static void score(quality *q, double chosen, double best) {
   q->n++;
 }
 
+/* ---- the cost model of a program's own reductions --------------------------- */
+
+#define MODEL_NK 3
+#define NFEAT 5
+static const int model_ks[MODEL_NK] = {2, 4, 8};
+static const char *const feat_names[NFEAT] = {"alpha", "beta", "callback", "local", "gamma"};
+
+/* What a program's callback does: a merge (split 0) adds what comes in and
+ * sends its whole array on; a swap (split 1) hands piece j of count / k
+ * floats to out-partner j (to itself too) and lays the pieces that come in
+ * side by side, the rest of the array staying where it is, so each round
+ * moves (k - 1) / k of the data (blk_partners_predict's split_swap). */
+typedef struct user_red {
+  const blk_partners *p;
+  int split;
+} user_red;
+
+static int user_round(void *data, blk_proxy *px, void *user) {
+  const user_red *u = user;
+  block *b = data;
+  int r = blk_proxy_round(px), nin = blk_proxy_in_count(px), nout = blk_proxy_out_count(px);
+  if (u->split && nin > 0) {
+    size_t q = b->count / (size_t)nin;
+    for (int i = 0; i < nin; i++)
+      memcpy(b->data + (size_t)i * q, blk_proxy_dequeue_view(px, i, q * sizeof(float)),
+             q * sizeof(float));
+  } else
+    for (int i = 0; i < nin; i++) {
+      if (blk_proxy_in_gid(px, i) == b->gid) continue;
+      const unsigned char *in = blk_proxy_dequeue_view(px, i, b->count * sizeof(float));
+      for (size_t j = 0; j < b->count; j++) {
+        float v;
+        memcpy(&v, in + j * sizeof v, sizeof v);
+        b->data[j] += v;
+      }
+    }
+  if (r == blk_partners_rounds(u->p)) return 0;
+  size_t q = u->split ? b->count / (size_t)nout : b->count;
+  for (int i = 0; i < nout; i++) {
+    if (!u->split && blk_proxy_out_gid(px, i) == b->gid) continue;
+    int rc = blk_proxy_enqueue(px, i, b->data + (u->split ? (size_t)i * q : 0), q * sizeof(float));
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Adds the block's floats to *(double *)user: a swap keeps the total. */
+static int add_up(void *data, blk_proxy *px, void *user) {
+  (void)px;
+  block *b = data;
+  double *sum = user;
+  for (size_t i = 0; i < b->count; i++) *sum += b->data[i];
+  return 0;
+}
+
+static double total_of(setup *s) {
+  double mine = 0, all = 0;
+  if (blk_master_foreach(s->m, add_up, &mine)) stop("sum: %s", blk_last_error());
+  MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
+/* The slowest rank's mean microseconds of blk_reduce over p with
+ * user_round on arrays of `bytes`, after a warm-up; the result is checked
+ * (a merge: gid 0 holds the sum; a swap: the total is kept). */
+static double measure_user(setup *s, const blk_partners *p, int split, size_t bytes, int reps_opt) {
+  size_t count = bytes / sizeof(float);
+  for (int i = 0; i < s->local; i++) s->blocks[i].count = count;
+  int reps = reps_opt ? reps_opt : (int)fmin(200, fmax(5, 2e8 / ((double)bytes * s->n)));
+  user_red u = {p, split};
+  double total = 0, before = 0;
+  for (int r = -1; r < reps; r++) { /* r = -1: the warm-up */
+    if (blk_master_foreach(s->m, fill, NULL)) stop("fill: %s", blk_last_error());
+    if (r == reps - 1 && split) before = total_of(s);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    if (blk_reduce(s->m, s->a, p, user_round, &u))
+      stop("%s at %zu bytes: %s", split ? "swap" : "merge", bytes, blk_last_error());
+    if (r >= 0) total += MPI_Wtime() - t0;
+  }
+  if (split) {
+    double after = total_of(s);
+    if (after != before)
+      stop("WRONG RESULT: swap at %zu bytes: total %g, was %g", bytes, after, before);
+  } else {
+    check_ctx c = {s->n, -1, 0};
+    for (int i = 0; i < s->local; i++)
+      if (s->blocks[i].gid == 0) check(&s->blocks[i], NULL, &c);
+    int bad = c.bad_gid >= 0, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) stop("WRONG RESULT: merge at %zu bytes: gid 0's sum is wrong", bytes);
+  }
+  double mine = total / reps * 1e6, worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+/* The model's parts of a run: its prediction with one constant at a time
+ * set to 1 (so time = features . constants). */
+static void features(const blk_partners *p, const blk_assigner *a, size_t bytes, int split,
+                     double *f) {
+  for (int j = 0; j < NFEAT; j++) {
+    blk_cost_model unit = {BLK_COST_MODEL_VERSION, 0, 0, 0, 0, 0, 1};
+    double *c[NFEAT] = {&unit.alpha, &unit.beta, &unit.callback, &unit.local, &unit.gamma};
+    *c[j] = 1;
+    f[j] = blk_partners_predict(p, a, bytes, &unit, split);
+    if (f[j] < 0) stop("predict: %s", blk_last_error());
+  }
+}
+
+static double dot(const double *f, const double *c) {
+  double s = 0;
+  for (int j = 0; j < NFEAT; j++) s += f[j] * c[j];
+  return s;
+}
+
+static blk_partners *make_user_pattern(int n, int split, int k, int contiguous) {
+  blk_partners *p = NULL;
+  if (blk_partners_create(&p, split ? BLK_SWAP : BLK_MERGE, 1, &n, k, contiguous))
+    stop("partners: %s", blk_last_error());
+  return p;
+}
+
+/* Fits blk_cost_model to merges and swaps timed over the grid; writes the
+ * constants to c (alpha, beta, callback, local, gamma, in seconds). */
+static void fit_model(int size, const int *bprs, int nbpr, const size_t *sizes, int nsizes,
+                      int reps_opt, FILE *out, double *c) {
+  size_t most_rows = (size_t)(nbpr * nsizes * 2 * MODEL_NK * 2);
+  int rows = 0;
+  double *X = calloc(most_rows * NFEAT, sizeof *X), *y = calloc(most_rows, sizeof *y),
+         *w = calloc(most_rows, sizeof *w);
+  if (!X || !y || !w) stop("no memory");
+  for (int bi = 0; bi < nbpr; bi++) {
+    setup s = make_setup(size, bprs[bi], sizes[nsizes - 1] / sizeof(float), NULL);
+    for (int split = 0; split < 2; split++)
+      for (int ki = 0; ki < MODEL_NK; ki++)
+        for (int contiguous = 1; contiguous >= 0; contiguous--) {
+          if (model_ks[ki] > s.n && ki > 0) continue;
+          blk_partners *p = make_user_pattern(s.n, split, model_ks[ki], contiguous);
+          for (int si = 0; si < nsizes; si++) {
+            double t = measure_user(&s, p, split, sizes[si], reps_opt) * 1e-6;
+            features(p, s.a, sizes[si], split, &X[(size_t)rows * NFEAT]);
+            y[rows] = t;
+            w[rows] = 1 / (t * t);
+            rows++;
+          }
+          blk_partners_destroy(p);
+        }
+    free_setup(&s);
+  }
+  tune_nnls(X, y, w, rows, NFEAT, c);
+  blk_cost_model d = BLK_COST_MODEL_INIT;
+  double def[NFEAT] = {d.alpha, d.beta, d.callback, d.local, d.gamma};
+  double err_fit = 0, err_def = 0, worst_fit = 0, worst_def = 0;
+  for (int i = 0; i < rows; i++) {
+    double ef = fabs(dot(&X[(size_t)i * NFEAT], c) - y[i]) / y[i],
+           ed = fabs(dot(&X[(size_t)i * NFEAT], def) - y[i]) / y[i];
+    err_fit += ef, err_def += ed;
+    worst_fit = fmax(worst_fit, ef), worst_def = fmax(worst_def, ed);
+  }
+  if (rank_ == 0) {
+    printf(
+        "\nblk_cost_model fitted to %d merges and swaps (blk_reduce, k = 2, 4, 8, both orders;"
+        " non-negative least squares weighted by 1/t^2):\n\n| constant | fitted | built-in "
+        "|\n|---|---:|---:|\n",
+        rows);
+    for (int j = 0; j < NFEAT; j++) printf("| %s | %.3g | %.3g |\n", feat_names[j], c[j], def[j]);
+    printf(
+        "| error of the times, mean / worst | %.0f%% / %.0f%% | %.0f%% / %.0f%% |\n\n"
+        "    blk_cost_model model = {BLK_COST_MODEL_VERSION, %.4g, %.4g, %.4g, %.4g, %.4g, 1};\n",
+        100 * err_fit / rows, 100 * worst_fit, 100 * err_def / rows, 100 * worst_def, c[0], c[1],
+        c[2], c[3], c[4]);
+  }
+  if (out)
+    fprintf(out,
+            "# blk_cost_model fitted (alpha beta callback local gamma, seconds; threads 1): "
+            "%.4g %.4g %.4g %.4g %.4g\n",
+            c[0], c[1], c[2], c[3], c[4]);
+  free(X);
+  free(y);
+  free(w);
+}
+
+/* At the held-out sizes: what blk_partners_choose picks with the fitted
+ * and the built-in constants, timed against every (k, order) of the fit
+ * and the picks themselves; chosen / fastest. */
+static void evaluate_model(int size, const int *bprs, int nbpr, const size_t *sizes, int nsizes,
+                           int reps_opt, const double *c, const char *label) {
+  blk_cost_model fitted = {BLK_COST_MODEL_VERSION, c[0], c[1], c[2], c[3], c[4], 1};
+  quality q[2] = {{0, 0, 0}, {0, 0, 0}};
+  if (rank_ == 0)
+    printf(
+        "\nheld-out sizes, k and the order (chosen / fastest of those timed):\n\n"
+        "| blocks a rank | pattern | bytes | fastest | %s constants | built-in constants |\n"
+        "|---:|---|---:|---|---|---|\n",
+        label);
+  for (int bi = 0; bi < nbpr; bi++) {
+    setup s = make_setup(size, bprs[bi], sizes[nsizes - 1] / sizeof(float), NULL);
+    for (int split = 0; split < 2; split++)
+      for (int si = 0; si + 1 < nsizes; si++) {
+        size_t bytes = (size_t)sqrt((double)sizes[si] * (double)sizes[si + 1]);
+        bytes -= bytes % sizeof(float);
+        int ks[MODEL_NK * 2 + 2], cs[MODEL_NK * 2 + 2], nc = 0, pick[2];
+        for (int ki = 0; ki < MODEL_NK; ki++)
+          for (int contiguous = 1; contiguous >= 0; contiguous--)
+            if (model_ks[ki] <= s.n || ki == 0) ks[nc] = model_ks[ki], cs[nc++] = contiguous;
+        for (int h = 0; h < 2; h++) {
+          int k = 2, contiguous = 1;
+          if (blk_partners_choose(split ? BLK_SWAP : BLK_MERGE, s.a, bytes, h ? NULL : &fitted,
+                                  split, &k, &contiguous))
+            stop("choose: %s", blk_last_error());
+          pick[h] = -1;
+          for (int i = 0; i < nc; i++)
+            if (ks[i] == k && cs[i] == contiguous) pick[h] = i;
+          if (pick[h] < 0) ks[nc] = k, cs[nc] = contiguous, pick[h] = nc++;
+        }
+        double t[MODEL_NK * 2 + 2];
+        int best = 0;
+        for (int i = 0; i < nc; i++) {
+          blk_partners *p = make_user_pattern(s.n, split, ks[i], cs[i]);
+          t[i] = measure_user(&s, p, split, bytes, reps_opt);
+          blk_partners_destroy(p);
+          if (t[i] < t[best]) best = i;
+        }
+        for (int h = 0; h < 2; h++) score(&q[h], t[pick[h]], t[best]);
+        if (rank_ == 0)
+          printf("| %d | %s | %zu | k %d %s | k %d %s %.2f | k %d %s %.2f |\n", bprs[bi],
+                 split ? "swap" : "merge", bytes, ks[best], cs[best] ? "contiguous" : "halving",
+                 ks[pick[0]], cs[pick[0]] ? "contiguous" : "halving", t[pick[0]] / t[best],
+                 ks[pick[1]], cs[pick[1]] ? "contiguous" : "halving", t[pick[1]] / t[best]);
+      }
+    free_setup(&s);
+  }
+  if (rank_ == 0)
+    printf(
+        "\n| constants | mean chosen/fastest | worst |\n|---|---:|---:|\n"
+        "| %s | %.3f | %.2f |\n| built-in | %.3f | %.2f |\n",
+        label, q[0].sum / q[0].n, q[0].worst, q[1].sum / q[1].n, q[1].worst);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -248,7 +507,9 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   size_t sizes[MAX_SIZES];
-  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, evaluate = 0;
+  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, evaluate = 0, cost_model = 1,
+      given = 0;
+  double constants[NFEAT] = {0};
   const char *output = "blk-tuning.txt";
   parse_sizes("1K:16M:4", sizes, &nsizes);
   for (int i = 1; i < argc; i++) {
@@ -265,7 +526,19 @@ int main(int argc, char **argv) {
       output = v, i++;
     else if (!strcmp(a, "--evaluate"))
       evaluate = 1;
-    else
+    else if (!strcmp(a, "--no-model"))
+      cost_model = 0;
+    else if (!strcmp(a, "--constants") && v) {
+      const char *at = v;
+      for (int j = 0; j < NFEAT; j++) {
+        char *end = NULL;
+        constants[j] = strtod(at, &end);
+        if (end == at || !(constants[j] >= 0) || (j + 1 < NFEAT ? *end != ',' : *end != 0))
+          stop("--constants %s: five numbers >= 0, comma-separated", v);
+        at = end + 1;
+      }
+      given = 1, i++;
+    } else
       stop("unknown option %s (see the top of bench/blk_tune.c)", a);
   }
   if (k < 2) stop("--k %d: at least 2", k);
@@ -326,6 +599,7 @@ int main(int argc, char **argv) {
     }
     free_setup(&s);
   }
+  if (cost_model && !given) fit_model(size, bprs, nbpr, sizes, nsizes, reps_opt, out, constants);
   if (out && fclose(out) != 0) stop("writing %s failed", output);
   out = NULL;
   MPI_Barrier(MPI_COMM_WORLD);
@@ -373,6 +647,9 @@ int main(int argc, char **argv) {
       for (int w = 0; w < 3; w++)
         printf("| %s | %.3f | %.2f |\n", how[w], q[w].sum / q[w].n, q[w].worst);
     }
+    if (cost_model)
+      evaluate_model(size, bprs, nbpr, sizes, nsizes, reps_opt, constants,
+                     given ? "given" : "fitted");
   }
   MPI_Finalize();
   return 0;
