@@ -261,22 +261,47 @@ static int route_batch(const blk_router *r, const problem *pr, int round, const 
 static int to[NPOINTS], to2[NPOINTS];
 static unsigned char packed[NPOINTS * (BLK_MAX_DIM * 8 + 1) + 1];
 
+/* The same points packed at odd addresses: coordinates only, one byte apart. */
+static void pack_points(const problem *pr, const points *ps) {
+  size_t psize = (size_t)pr->dim * 8;
+  for (int k = 0; k < ps->n; k++)
+    memcpy(packed + 1 + (size_t)k * (psize + 1),
+           pr->continuous ? (const void *)ps->c[k].x : (const void *)ps->i[k].x, psize);
+}
+
+/* Both batch calls, over the points in place and packed (pack_points),
+ * give each point the position round_position gives its gid, and count
+ * want[j] points at each position j < npos. */
+static void check_batches(const blk_router *r, const problem *pr, const points *ps,
+                          const blk_partners *p, int round, const size_t *want, int npos) {
+  size_t psize = (size_t)pr->dim * 8, stride = pr->continuous ? sizeof(cpoint) : sizeof(dpoint);
+  const void *first = pr->continuous ? (const void *)ps->c[0].x : (const void *)ps->i[0].x;
+  size_t counts[MAXDIV] = {0}, counts2[MAXDIV] = {0};
+  CHECK_OK(route_batch(r, pr, round, first, stride, (size_t)ps->n, to, counts));
+  CHECK_OK(route_batch(r, pr, round, packed + 1, psize + 1, (size_t)ps->n, to2, counts2));
+  for (int k = 0; k < ps->n; k++) {
+    CHECK_EQ_INT(to[k], blk_partners_round_position(p, round, ps->gid[k]));
+    CHECK_EQ_INT(to2[k], to[k]);
+  }
+  for (int j = 0; j < npos; j++) {
+    CHECK_EQ_INT(counts[j], want[j]);
+    CHECK_EQ_INT(counts2[j], want[j]);
+  }
+}
+
 static void check_router(const problem *pr, const points *ps, const blk_partners *p) {
   blk_router *r = NULL;
   CHECK_OK(blk_router_create(&r, p, pr->d));
   int R = blk_partners_rounds(p);
   size_t psize = (size_t)pr->dim * 8, stride = pr->continuous ? sizeof(cpoint) : sizeof(dpoint);
   const void *first = pr->continuous ? (const void *)ps->c[0].x : (const void *)ps->i[0].x;
-  /* The same points packed at odd addresses: coordinates only, one byte apart. */
-  for (int k = 0; k < ps->n; k++)
-    memcpy(packed + 1 + (size_t)k * (psize + 1),
-           pr->continuous ? (const void *)ps->c[k].x : (const void *)ps->i[k].x, psize);
+  pack_points(pr, ps);
   for (int round = 0; round < R; round++) {
     int radix = blk_partners_round_radix(p, round), axis = blk_partners_round_axis(p, round);
     int step = blk_partners_round_step(p, round);
     CHECK(radix >= 2 && axis >= 0 && axis < pr->dim && step >= 1);
     CHECK(step * radix <= pr->ax[axis].div);
-    size_t want[MAXDIV] = {0}, counts[MAXDIV] = {0}, counts2[MAXDIV] = {0};
+    size_t want[MAXDIV] = {0};
     for (int k = 0; k < ps->n; k++) {
       int pos = blk_partners_round_position(p, round, ps->gid[k]);
       int c[BLK_MAX_DIM];
@@ -287,16 +312,7 @@ static void check_router(const problem *pr, const points *ps, const blk_partners
                 route1(r, pr, round, ps, k), pos);
       want[pos]++;
     }
-    CHECK_OK(route_batch(r, pr, round, first, stride, (size_t)ps->n, to, counts));
-    CHECK_OK(route_batch(r, pr, round, packed + 1, psize + 1, (size_t)ps->n, to2, counts2));
-    for (int k = 0; k < ps->n; k++) {
-      CHECK_EQ_INT(to[k], blk_partners_round_position(p, round, ps->gid[k]));
-      CHECK_EQ_INT(to2[k], to[k]);
-    }
-    for (int j = 0; j < radix; j++) {
-      CHECK_EQ_INT(counts[j], want[j]);
-      CHECK_EQ_INT(counts2[j], want[j]);
-    }
+    check_batches(r, pr, ps, p, round, want, radix);
     CHECK_EQ_INT(route_batch(r, pr, round, first, stride, 0, NULL, NULL), 0);
   }
   /* Rounds that do not send, and calls made wrong. */
@@ -332,13 +348,9 @@ static void check_folded_router(const problem *pr, const points *ps, const blk_p
   blk_router *r = NULL;
   CHECK_OK(blk_router_create(&r, p, pr->d));
   int R = blk_partners_rounds(p), mg = blk_partners_max_group(p);
-  size_t psize = (size_t)pr->dim * 8, stride = pr->continuous ? sizeof(cpoint) : sizeof(dpoint);
-  const void *first = pr->continuous ? (const void *)ps->c[0].x : (const void *)ps->i[0].x;
-  for (int k = 0; k < ps->n; k++)
-    memcpy(packed + 1 + (size_t)k * (psize + 1),
-           pr->continuous ? (const void *)ps->c[k].x : (const void *)ps->i[k].x, psize);
+  pack_points(pr, ps);
   for (int round = 0; round < R; round++) {
-    size_t want[MAXDIV] = {0}, counts[MAXDIV] = {0}, counts2[MAXDIV] = {0};
+    size_t want[MAXDIV] = {0};
     for (int k = 0; k < ps->n; k++) {
       int pos = blk_partners_round_position(p, round, ps->gid[k]);
       CHECK(pos >= 0 && pos < mg);
@@ -346,16 +358,7 @@ static void check_folded_router(const problem *pr, const points *ps, const blk_p
                 k, route1(r, pr, round, ps, k), pos);
       want[pos]++;
     }
-    CHECK_OK(route_batch(r, pr, round, first, stride, (size_t)ps->n, to, counts));
-    CHECK_OK(route_batch(r, pr, round, packed + 1, psize + 1, (size_t)ps->n, to2, counts2));
-    for (int k = 0; k < ps->n; k++) {
-      CHECK_EQ_INT(to[k], blk_partners_round_position(p, round, ps->gid[k]));
-      CHECK_EQ_INT(to2[k], to[k]);
-    }
-    for (int j = 0; j < mg; j++) {
-      CHECK_EQ_INT(counts[j], want[j]);
-      CHECK_EQ_INT(counts2[j], want[j]);
-    }
+    check_batches(r, pr, ps, p, round, want, mg);
   }
   CHECK_EQ_INT(route1(r, pr, R, ps, 0), BLK_EINVAL);
   blk_router_destroy(r);
