@@ -156,7 +156,12 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
 
 /* The algorithm blk_arrays_all_reduce runs on m for spec with this
  * assigner: spec->algorithm, or what BLK_ARRAYS_AUTO picks (the same on
- * every rank). m may be NULL: a master without a memory budget. */
+ * every rank; blk/master.h, tuning). m may be NULL: a master without a
+ * memory budget or a tuning file. When AUTO follows a tuning file's cost
+ * model it predicts the algorithms over their patterns, O(R * min(n, 512) *
+ * k) for R rounds; if that has no memory here, this returns what the
+ * built-in rules pick, and blk_arrays_all_reduce fails with BLK_ENOMEM on
+ * every rank. */
 blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const blk_assigner *a,
                                                      const blk_arrays *spec);
 

@@ -118,7 +118,9 @@ typedef struct blk_master_config {
  * a file that cannot be read or parsed fails the create on every rank
  * (BLK_EIO, BLK_EINVAL naming the line). With it, BLK_ARRAYS_AUTO picks the
  * all-reduce algorithm measured fastest for the job's ranks, blocks, k and
- * array size (blk/arrays.h); without it, blk's built-in rules. */
+ * array size (blk/arrays.h); for a rank count the file has no measurement
+ * of, the one its cost-model line (blk-tune's fitted blk_cost_model)
+ * predicts fastest; without either, blk's built-in rules. */
 
 /* threads = BLK_THREADS_AUTO (the default): as many threads as this rank has
  * processors to itself, counted when the master is created: each processor

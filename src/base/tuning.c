@@ -29,6 +29,8 @@ typedef struct row {
 struct blk__tuning {
   row *rows;
   size_t n, cap;
+  int has_model;
+  double model[BLK__TUNING_CONSTANTS];
 };
 
 void blk__tuning_free(blk__tuning *t) {
@@ -68,6 +70,27 @@ static int to_num(const char *w, double *out) {
   return 1;
 }
 
+/* A cost-model constant: a number >= 0. */
+static int to_constant(const char *w, double *out) {
+  char *e = NULL;
+  errno = 0;
+  double v = strtod(w, &e);
+  if (errno || !e || *e || !(v >= 0) || !isfinite(v)) return 0;
+  *out = v;
+  return 1;
+}
+
+/* The words of a "cost-model" line (w[0] is the keyword); NULL or why not. */
+static const char *cost_model_line(blk__tuning *t, char w[][64], int nw, int more) {
+  if (t->has_model) return "a second cost-model line";
+  if (nw != 1 + BLK__TUNING_CONSTANTS || more)
+    return "expected: cost-model alpha beta callback local gamma";
+  for (int j = 0; j < BLK__TUNING_CONSTANTS; j++)
+    if (!to_constant(w[1 + j], &t->model[j])) return "a cost-model constant must be a number >= 0";
+  t->has_model = 1;
+  return NULL;
+}
+
 static int add(blk__tuning *t, const row *r) {
   if (t->n == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 64;
@@ -105,6 +128,9 @@ int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const cha
         rc = blk__fail(BLK_EINVAL, "tuning: %s line %d: expected \"blk-tuning 1\" first", label,
                        lineno);
       header = 1;
+    } else if (!strcmp(w[0], "cost-model")) {
+      const char *why = cost_model_line(t, w, nw, more);
+      if (why) rc = blk__fail(BLK_EINVAL, "tuning: %s line %d: %s", label, lineno, why);
     } else {
       row r;
       memset(&r, 0, sizeof r);
@@ -133,7 +159,8 @@ int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const cha
     start = end + 1;
   }
   if (!rc && !header) rc = blk__fail(BLK_EINVAL, "tuning: %s is empty", label);
-  if (!rc && t->n == 0) rc = blk__fail(BLK_EINVAL, "tuning: %s holds no measurement", label);
+  if (!rc && t->n == 0 && !t->has_model)
+    rc = blk__fail(BLK_EINVAL, "tuning: %s holds no measurement and no cost model", label);
   if (rc) {
     blk__tuning_free(t);
     return rc;
@@ -197,4 +224,10 @@ int blk__tuning_best(const blk__tuning *t, int ranks, int blocks, int k, double 
     }
   }
   return best;
+}
+
+int blk__tuning_cost_model(const blk__tuning *t, double *c) {
+  if (!t || !t->has_model) return 0;
+  for (int j = 0; j < BLK__TUNING_CONSTANTS; j++) c[j] = t->model[j];
+  return 1;
 }

@@ -6,7 +6,10 @@
  *     blk-tuning 1
  *     <ranks> <blocks> <k> <bytes> <algorithm> <microseconds>
  * bytes is one block's array. The names are the caller's business (the
- * array collectives use TREE, SPLIT, ...): this file only keeps them.
+ * array collectives use TREE, SPLIT, ...): this file only keeps them. At
+ * most one line may give blk_cost_model's constants (seconds, >= 0), which
+ * blk-tune fits:
+ *     cost-model <alpha> <beta> <callback> <local> <gamma>
  *
  * The choice (blk__tuning_best): among the lines with the job's rank count,
  * the (blocks, k) measured nearest to the job's (k equal first, then blocks
@@ -23,10 +26,14 @@
 
 typedef struct blk__tuning blk__tuning;
 
+/* The constants of a cost-model line. */
+#define BLK__TUNING_CONSTANTS 5
+
 /* Reads text[0, len) into *out. label names it in errors ("file x.txt").
  * Returns 0, BLK_EINVAL naming the label, the line and what is wrong (no
  * "blk-tuning 1" first, a field missing or out of range, a name longer than
- * 31 characters, no measurement at all), or BLK_ENOMEM. *out is NULL on
+ * 31 characters, a cost-model line malformed or repeated, neither a
+ * measurement nor a cost model), or BLK_ENOMEM. *out is NULL on
  * failure. */
 int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const char *label);
 
@@ -37,5 +44,9 @@ void blk__tuning_free(blk__tuning *t);
  * this rank count or none of these names there. */
 int blk__tuning_best(const blk__tuning *t, int ranks, int blocks, int k, double bytes,
                      const char *const *names, int nnames);
+
+/* Copies the file's cost-model constants (alpha, beta, callback, local,
+ * gamma) to c[0, BLK__TUNING_CONSTANTS) and returns 1; 0 if it has none. */
+int blk__tuning_cost_model(const blk__tuning *t, double *c);
 
 #endif

@@ -853,23 +853,79 @@ int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_ar
   return run(m, a, spec, BLK_SWAP, 0, scatter_round, 0);
 }
 
-blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const blk_assigner *a,
-                                                     const blk_arrays *spec) {
-  if (spec->algorithm != BLK_ARRAYS_AUTO) return spec->algorithm;
+static const char *const alg_names[] = {"TREE", "SPLIT", "BUTTERFLY", "RING", "SEGMENTED_RING"};
+static const blk_arrays_algorithm alg_list[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
+                                                BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
+                                                BLK_ARRAYS_SEGMENTED_RING};
+
+/* A ring's 2 (n-1) rounds cost a prediction each; past this many blocks
+ * the model leaves it out (it pays 2 (n-1) latencies across ranks). */
+#define MODEL_RING_MAX_BLOCKS 64
+
+/* The cost model's time for pattern `pattern` (make_pattern's) with
+ * messages of `bytes` into *t (seconds). */
+static int model_time(const blk_assigner *a, int pattern, int k, int contiguous, size_t bytes,
+                      int split, const blk_cost_model *cm, double *t) {
+  blk_partners *p = NULL;
+  int rc = make_pattern(&p, pattern, blk_assigner_nblocks(a), k, contiguous);
+  if (rc) return rc;
+  *t = blk_partners_predict(p, a, bytes, cm, split);
+  blk_partners_destroy(p);
+  return *t < 0 ? BLK_ENOMEM : BLK_OK;
+}
+
+/* The algorithm the tuning file's cost model (blk-tune's fitted constants)
+ * predicts fastest, from the patterns each one runs: TREE the all-reduce
+ * pattern with whole arrays; SPLIT the reduce-scatter (pieces shrinking
+ * k-fold a round) twice, for its gather mirrors it; BUTTERFLY swap rounds
+ * with whole arrays; RING 2 (n-1) rounds of count / n. SEGMENTED_RING
+ * moves what RING does in more rounds, so the model never prefers it. Ties
+ * to the earlier. A pure function of the same inputs on every rank; only
+ * an allocation can fail (BLK_ENOMEM). */
+static int modelled_best(const blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                         const double *c, blk_arrays_algorithm *alg) {
+  blk_cost_model cm = {BLK_COST_MODEL_VERSION, c[0], c[1], c[2], c[3], c[4], blk_master_threads(m)};
+  int n = blk_assigner_nblocks(a), k = spec->k;
+  size_t bytes = spec->count * type_size(spec->type);
+  double t[4] = {0, 0, 0, 0};
+  int rc = model_time(a, BLK_ALLREDUCE, k, 1, bytes, 0, &cm, &t[0]);
+  if (!rc) rc = model_time(a, PATTERN_SCATTER, k, 0, bytes, 1, &cm, &t[1]);
+  if (!rc) rc = model_time(a, BLK_SWAP, k, 1, bytes, 0, &cm, &t[2]);
+  if (!rc && n > 1 && n <= MODEL_RING_MAX_BLOCKS)
+    rc = model_time(a, PATTERN_RING, 2 * (n - 1), 0, bytes / (size_t)n, 0, &cm, &t[3]);
+  if (rc) return rc;
+  t[1] *= 2;
+  int best = 0, candidates = n > 1 && n <= MODEL_RING_MAX_BLOCKS ? 4 : 3;
+  for (int i = 1; i < candidates; i++)
+    if (t[i] < t[best]) best = i;
+  *alg = alg_list[best];
+  return BLK_OK;
+}
+
+/* AUTO's choice (blk_arrays_all_reduce_algorithm), with the tuning file's
+ * cost model if use_model; BLK_ENOMEM only when the model could not be
+ * evaluated on this rank. */
+static int choose_algorithm(const blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                            int use_model, blk_arrays_algorithm *alg) {
+  *alg = spec->algorithm;
+  if (spec->algorithm != BLK_ARRAYS_AUTO) return BLK_OK;
   int small = spec->count * type_size(spec->type) < BLK_ARRAYS_SPLIT_BYTES;
   int nranks = blk_assigner_nranks(a);
   /* Measured (master.h, tuning): the fastest blk-tune found for the job,
-   * the same on every rank (they hold the same table). In core only: on
-   * one rank, out of core, the rule below (passes over storage) comes
-   * first; the check looks at the budget only there, where one rank picks. */
+   * the same on every rank (they hold the same table); for a rank count
+   * it did not measure, the fastest by its fitted cost model. In core
+   * only: on one rank, out of core, the rule below (passes over storage)
+   * comes first; the check looks at the budget only there, where one rank
+   * picks. */
   if (m && m->tuning && !(nranks == 1 && blk__budget_may_swap(&m->budget))) {
-    static const char *const names[] = {"TREE", "SPLIT", "BUTTERFLY", "RING", "SEGMENTED_RING"};
-    static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
-                                                BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
-                                                BLK_ARRAYS_SEGMENTED_RING};
     int i = blk__tuning_best(m->tuning, nranks, blk_assigner_nblocks(a), spec->k,
-                             (double)(spec->count * type_size(spec->type)), names, 5);
-    if (i >= 0) return algs[i];
+                             (double)(spec->count * type_size(spec->type)), alg_names, 5);
+    if (i >= 0) {
+      *alg = alg_list[i];
+      return BLK_OK;
+    }
+    double c[BLK__TUNING_CONSTANTS];
+    if (use_model && blk__tuning_cost_model(m->tuning, c)) return modelled_best(m, a, spec, c, alg);
   }
   /* Several blocks per rank: TREE keeps all but log_k(ranks) rounds on the
    * rank, where its messages are references, while SPLIT's halving order
@@ -881,9 +937,18 @@ blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const 
    * one rank looks at its budget here, so every rank still picks alike. */
   if (blk_assigner_nblocks(a) > nranks) {
     int ooc = m && blk__budget_may_swap(&m->budget);
-    return nranks > 1 || small || ooc ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
-  }
-  return small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
+    *alg = nranks > 1 || small || ooc ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+  } else
+    *alg = small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
+  return BLK_OK;
+}
+
+blk_arrays_algorithm blk_arrays_all_reduce_algorithm(const blk_master *m, const blk_assigner *a,
+                                                     const blk_arrays *spec) {
+  blk_arrays_algorithm alg;
+  /* (No memory for the cost model: the rules.) */
+  if (choose_algorithm(m, a, spec, 1, &alg)) choose_algorithm(m, a, spec, 0, &alg);
+  return alg;
 }
 
 static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
@@ -908,7 +973,10 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   size_t elem = 0;
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
-  blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(m, a, spec);
+  blk_arrays_algorithm alg;
+  /* (A choice that failed here takes part in what the others run, so they
+   * learn of it.) */
+  if ((rc = choose_algorithm(m, a, spec, 1, &alg))) return blk__reduce_abort(m, rc, "arrays");
   int n = blk_assigner_nblocks(a);
   if (alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING)
     return ring_all_reduce(m, a, spec, elem);

@@ -5,7 +5,8 @@
  *                          directory): AUTO picks what a file says is
  *                          fastest, between and beyond the measured sizes,
  *                          for the nearest block count and k; a file for
- *                          other rank counts leaves the built-in rules; the
+ *                          other rank counts leaves the built-in rules, or
+ *                          with a cost-model line, the model's choice; the
  *                          all-reduce it picks gives right sums; rank 0's
  *                          file is everyone's (the others' settings and
  *                          BLK_TUNING are not read); a missing file and
@@ -183,6 +184,43 @@ static void own_files(void) {
   CHECK(pick(m, a, 1024, 2) == pick(NULL, a, 1024, 2));
   unmake(m, a, blocks);
 
+  /* Lines for another rank count and a cost model: the model's choice,
+   * counted here by hand for n = 2 blocks a rank, contiguous assigner.
+   * alpha only (a round that crosses ranks): BUTTERFLY's swap crosses in
+   * its last log_2(ranks) rounds only, TREE's merge and broadcast, SPLIT's
+   * scatter and gather twice that, the ring in every round; on one rank
+   * nothing crosses, all cost 0 and the tie goes to TREE. local only (a
+   * message): TREE sends 2 (n-1), BUTTERFLY and SPLIT's halves at least n
+   * a round, the ring n a round for 2 (n-1) rounds, so TREE. And where the
+   * file measured this rank count, the measurements, not the model. */
+  char model[128], both[128];
+  snprintf(model, sizeof model, "%s/model.txt", dir);
+  snprintf(both, sizeof both, "%s/both.txt", dir);
+  snprintf(text, sizeof text, "blk-tuning 1\n%d %d 2 1024 RING 1\ncost-model 1e-5 0 0 0 0\n",
+           size + 1, n2);
+  write_file(model, text);
+  CHECK_OK(make(&m, &a, model, n2, &blocks));
+  expect(pick(m, a, 1024, 2), size > 1 ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_TREE,
+         "the cost model, alpha only");
+  expect(pick(m, a, 1 << 20, 2), size > 1 ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_TREE,
+         "the cost model, alpha only, 1 MiB");
+  spec.algorithm = BLK_ARRAYS_AUTO;
+  CHECK_OK(blk_master_foreach(m, fill, NULL));
+  CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+  CHECK_OK(blk_master_foreach(m, verify, &n2));
+  unmake(m, a, blocks);
+  snprintf(text, sizeof text, "blk-tuning 1\ncost-model 0 0 0 1e-7 0\n");
+  write_file(model, text);
+  CHECK_OK(make(&m, &a, model, n2, &blocks));
+  expect(pick(m, a, 4096, 2), BLK_ARRAYS_TREE, "the cost model, local only");
+  unmake(m, a, blocks);
+  snprintf(text, sizeof text, "blk-tuning 1\n%d %d 2 1024 RING 1\ncost-model 1e-5 0 0 0 0\n", size,
+           n2);
+  write_file(both, text);
+  CHECK_OK(make(&m, &a, both, n2, &blocks));
+  expect(pick(m, a, 1024, 2), BLK_ARRAYS_RING, "measured for this rank count: not the model");
+  unmake(m, a, blocks);
+
   /* Rank 0's file is everyone's: the others name a file that does not
    * exist, and BLK_TUNING is set on them only (neither is read). */
   if (rank != 0) setenv("BLK_TUNING", missing, 1);
@@ -215,6 +253,14 @@ static void own_files(void) {
       {"blk-tuning 1\n1 2 2 1024 TREE 5 6\n", "line 2: expected: ranks blocks k bytes algorithm"},
       {"blk-tuning 1\n1 2 2 1024 TREE -5\n", "line 2: microseconds must be a number > 0"},
       {"blk-tuning 1\n# nothing measured\n", "holds no measurement"},
+      {"blk-tuning 1\ncost-model 1 2 3 4\n",
+       "line 2: expected: cost-model alpha beta callback local gamma"},
+      {"blk-tuning 1\ncost-model 1 2 3 4 5 6\n",
+       "line 2: expected: cost-model alpha beta callback local gamma"},
+      {"blk-tuning 1\ncost-model 1 2 3 4 -5\n",
+       "line 2: a cost-model constant must be a number >= 0"},
+      {"blk-tuning 1\ncost-model 1 2 3 4 5\ncost-model 1 2 3 4 5\n",
+       "line 3: a second cost-model line"},
       {"", "is empty"},
   };
   for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
@@ -231,6 +277,8 @@ static void own_files(void) {
   if (rank == 0) {
     unlink(good);
     unlink(other);
+    unlink(model);
+    unlink(both);
     unlink(bad);
     CHECK(rmdir(dir) == 0);
   }
