@@ -4,7 +4,7 @@
  * (blk_master_config.tuning or $BLK_TUNING; blk/master.h).
  *
  *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4] [--no-model]
- *                         [--reps N] [--output FILE] [--evaluate]
+ *                         [--reps N] [--output FILE] [--evaluate] [--evaluate-with FILE]
  *
  * For each blocks-per-rank count and array size (one block's array of
  * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING)
@@ -32,7 +32,9 @@
  * its constants), and fits the five constants to the times by
  * non-negative least squares weighted by 1/t^2 (tune_fit.h). It prints them
  * as a blk_cost_model initializer, with how far the fitted and the built-in
- * constants are from the times, and writes them into the file as a comment.
+ * constants are from the times, and writes them into the file as its
+ * "cost-model" line, which AUTO follows at rank counts the file has no
+ * measurement of (base/tuning.h).
  * --no-model skips this part; --constants A,B,C,L,G skips the fit and takes
  * those constants (seconds) instead, e.g. to score constants fitted at one
  * rank count on another with --evaluate.
@@ -42,7 +44,9 @@
  * choosing against the fastest there: blk's built-in rules, the file just
  * written (read by a master, as a program would), and the fitted lines;
  * it prints chosen time / fastest time for each size, and the mean and
- * worst of each way. For the cost model it does the same with k and the
+ * worst of each way (--evaluate-with FILE: that file instead of the one
+ * just written, e.g. one written at another rank count, whose cost-model
+ * line then chooses). For the cost model it does the same with k and the
  * order: at the held-out sizes it times every (k, order) of the fit and what
  * blk_partners_choose picks with the fitted and with the built-in
  * constants, and scores both picks against the fastest of those.
@@ -435,8 +439,9 @@ static void fit_model(int size, const int *bprs, int nbpr, const size_t *sizes, 
   }
   if (out)
     fprintf(out,
-            "# blk_cost_model fitted (alpha beta callback local gamma, seconds; threads 1): "
-            "%.4g %.4g %.4g %.4g %.4g\n",
+            "# blk_cost_model fitted (seconds; threads 1): what AUTO follows at rank counts with "
+            "no lines here\n"
+            "cost-model %.6g %.6g %.6g %.6g %.6g\n",
             c[0], c[1], c[2], c[3], c[4]);
   free(X);
   free(y);
@@ -510,7 +515,7 @@ int main(int argc, char **argv) {
   int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, evaluate = 0, cost_model = 1,
       given = 0;
   double constants[NFEAT] = {0};
-  const char *output = "blk-tuning.txt";
+  const char *output = "blk-tuning.txt", *evaluate_with = NULL;
   parse_sizes("1K:16M:4", sizes, &nsizes);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -526,6 +531,8 @@ int main(int argc, char **argv) {
       output = v, i++;
     else if (!strcmp(a, "--evaluate"))
       evaluate = 1;
+    else if (!strcmp(a, "--evaluate-with") && v)
+      evaluate = 1, evaluate_with = v, i++;
     else if (!strcmp(a, "--no-model"))
       cost_model = 0;
     else if (!strcmp(a, "--constants") && v) {
@@ -616,7 +623,7 @@ int main(int argc, char **argv) {
           "\nheld-out sizes (chosen / fastest):\n\n| blocks a rank | bytes | fastest | "
           "built-in | file | fitted |\n|---:|---:|---|---|---|---|\n");
     for (int bi = 0; bi < nbpr; bi++) {
-      setup s = make_setup(size, bprs[bi], most, output);
+      setup s = make_setup(size, bprs[bi], most, evaluate_with ? evaluate_with : output);
       for (int si = 0; si + 1 < nsizes; si++) {
         size_t bytes = (size_t)sqrt((double)sizes[si] * (double)sizes[si + 1]);
         bytes -= bytes % sizeof(float);
