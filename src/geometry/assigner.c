@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 
 typedef struct assigner_ops {
@@ -74,7 +75,7 @@ static int create(blk_assigner **out, const assigner_ops *ops, int nranks, int n
   if (nblocks < 1)
     return blk__fail(BLK_EINVAL, "assigner (%s): nblocks = %d must be at least 1", ops->name,
                      nblocks);
-  blk_assigner *a = malloc(sizeof *a);
+  blk_assigner *a = blk__malloc(sizeof *a);
   if (!a) return blk__fail(BLK_ENOMEM, "assigner: no memory for %zu bytes", sizeof *a);
   a->ops = ops;
   a->nranks = nranks;

@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 #include "geometry/coord.h"
 #include "geometry/decomposer_axis.h"
@@ -477,7 +478,7 @@ void blk__decomposer_axis_finder(const blk_decomposer *d, int axis, int group,
 }
 
 int blk__decomposer_copy(const blk_decomposer *d, blk_decomposer **out) {
-  *out = malloc(sizeof **out);
+  *out = blk__malloc(sizeof **out);
   if (!*out)
     return blk__fail(BLK_ENOMEM, "decomposer: no memory for a %zu-byte copy", sizeof **out);
   **out = *d;
@@ -660,7 +661,7 @@ static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds 
                      "decomposer: the config has version %u; this blk knows 1..%u (initialise it "
                      "with BLK_DECOMPOSER_CONFIG_INIT or blk_decomposer_config_init)",
                      cfg->version, BLK_DECOMPOSER_CONFIG_VERSION);
-  d = calloc(1, sizeof *d);
+  d = blk__calloc(1, sizeof *d);
   if (!d) return blk__fail(BLK_ENOMEM, "decomposer: no memory for %zu bytes", sizeof *d);
   d->continuous = cb != NULL;
   d->ops = cb ? &continuous_ops : &discrete_ops;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 
 /* The neighbour of coords c in direction number k; 0 if it leaves the domain. */
@@ -61,7 +62,7 @@ int blk_decomposer_links(const blk_decomposer *d, const blk_assigner *a, int gid
   for (int k = 0; k < total; k++)
     if (k != self && step(d, div, c, k, &l)) n++;
   if (n == 0) return 0; /* no neighbours: *links = NULL, *count = 0 */
-  out = malloc((size_t)n * sizeof *out);
+  out = blk__malloc((size_t)n * sizeof *out);
   if (!out) {
     rc = blk__fail(BLK_ENOMEM, "links: no memory for %d links of gid %d", n, gid);
     goto fail;

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 #include "blk/assigner.h"
 #include "blk/partners.h"
@@ -88,7 +89,7 @@ static double predict(const blk_partners *p, const blk_assigner *a, size_t bytes
 static int predict_once(const blk_partners *p, const blk_assigner *a, size_t bytes,
                         const blk_cost_model *m, int split_swap, double *t) {
   int mg = blk_partners_max_group(p);
-  int *gids = malloc((size_t)(mg > 0 ? mg : 1) * sizeof *gids);
+  int *gids = blk__malloc((size_t)(mg > 0 ? mg : 1) * sizeof *gids);
   if (!gids) return blk__fail(BLK_ENOMEM, "partners: no memory for %d gids", mg);
   *t = predict(p, a, bytes, m, split_swap, gids);
   free(gids);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 #include "base/memory_limit.h"
 #include "blk/decomposer.h"
@@ -47,7 +48,7 @@ struct blk_partners {
  * one is); on failure the state is freed. round_digit may be NULL. */
 static int wrap_builtin(blk_partners **out, const blk_partners_ops *ops, void *s,
                         int (*round_digit)(const void *, int, blk__round_digit *), int max_group) {
-  blk_partners *p = malloc(sizeof *p);
+  blk_partners *p = blk__malloc(sizeof *p);
   if (p == NULL) {
     ops->destroy(s);
     return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
@@ -127,7 +128,7 @@ static int ask(scratch *sc, list_fn fn, const char *name, const void *state, int
                                "partners: custom %s(round %d, gid %d) lists %d partners", name,
                                round, gid, n);
     if (rc) return rc;
-    int *grown = realloc(sc->gids, (size_t)n * sizeof *grown);
+    int *grown = blk__realloc(sc->gids, (size_t)n * sizeof *grown);
     if (grown == NULL) return blk__fail(BLK_ENOMEM, "partners: no memory for %d partner gids", n);
     sc->gids = grown;
     sc->cap = n;
@@ -174,7 +175,7 @@ static int check_list(const scratch *sc, const char *name, int round, int gid, i
 
 static int check_custom(const blk_partners_ops *ops, const void *state, int rounds, int nblocks,
                         int *max_group) {
-  scratch sc = {malloc(16 * sizeof(int)), 16};
+  scratch sc = {blk__malloc(16 * sizeof(int)), 16};
   if (sc.gids == NULL) return blk__fail(BLK_ENOMEM, "partners: no memory for 16 partner gids");
   long long sent_before = 0;
   int rc = 0, most = 0;
@@ -294,7 +295,7 @@ int blk_partners_create_custom(blk_partners **out, const blk_partners_ops *ops, 
   int rc = check_custom(ops, state, rounds, nblocks, &max_group);
   if (rc != 0) return rc;
 
-  blk_partners *p = malloc(sizeof *p);
+  blk_partners *p = blk__malloc(sizeof *p);
   if (p == NULL)
     return blk__fail(BLK_ENOMEM, "partners: no memory for a %zu-byte object", sizeof *p);
   p->ops = ops;

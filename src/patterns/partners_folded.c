@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 
 typedef struct folded {
@@ -131,7 +132,7 @@ int blk__folded_create(const blk_partners_ops **ops, void **state, blk_partners 
     blk_partners_destroy(inner);
     return blk__fail(BLK_EINVAL, "partners: folding %d blocks into %d", n, m);
   }
-  folded *f = malloc(sizeof *f);
+  folded *f = blk__malloc(sizeof *f);
   if (!f) {
     blk_partners_destroy(inner);
     return blk__fail(BLK_ENOMEM, "partners: no memory for a folded pattern");

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 
 typedef struct ring {
@@ -61,7 +62,7 @@ int blk__ring_create(const blk_partners_ops **ops, void **state, int nblocks, in
   *state = NULL;
   if (nblocks < 1 || rounds < 0 || rounds == INT_MAX || (nblocks == 1 && rounds != 0))
     return blk__fail(BLK_EINVAL, "partners: a ring of %d blocks over %d rounds", nblocks, rounds);
-  ring *r = malloc(sizeof *r);
+  ring *r = blk__malloc(sizeof *r);
   if (!r) return blk__fail(BLK_ENOMEM, "partners: no memory for a ring");
   r->n = nblocks;
   r->rounds = rounds;

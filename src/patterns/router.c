@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/fail.h"
 #include "blk/decomposer.h"
 #include "blk/partners.h"
@@ -103,7 +104,8 @@ int blk_router_create(blk_router **out, const blk_partners *p, const blk_decompo
     int groups = (div[blk_partners_round_axis(p, r)] - 1) / blk_partners_round_step(p, r) + 1;
     if (groups <= TABLE_MAX) entries += (size_t)groups;
   }
-  blk_router *rt = malloc(sizeof *rt + (size_t)rounds * sizeof(route) + entries * sizeof(uint16_t));
+  blk_router *rt =
+      blk__malloc(sizeof *rt + (size_t)rounds * sizeof(route) + entries * sizeof(uint16_t));
   if (!rt) return blk__fail(BLK_ENOMEM, "router: no memory for %d rounds", rounds);
   uint16_t *table = (uint16_t *)(rt->round + rounds);
   int rc = blk__decomposer_copy(d, &rt->d);
