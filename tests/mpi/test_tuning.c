@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "check.h"
 
 static const char *const names[] = {"TREE", "SPLIT", "BUTTERFLY", "RING", "SEGMENTED_RING"};
@@ -205,6 +206,20 @@ static void own_files(void) {
   expect(pick(m, a, 1 << 20, 2), size > 1 ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_TREE,
          "the cost model, alpha only, 1 MiB");
   spec.algorithm = BLK_ARRAYS_AUTO;
+  CHECK_OK(blk_master_foreach(m, fill, NULL));
+  CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+  CHECK_OK(blk_master_foreach(m, verify, &n2));
+  /* The model cannot be evaluated on the last rank (its first allocation
+   * fails): every rank returns the same BLK_ENOMEM, nobody hangs, and the
+   * next all-reduce is whole. */
+  blk_log_set_level(BLK_LOG_NONE);
+  CHECK_OK(blk_master_foreach(m, fill, NULL));
+  if (rank == size - 1) blk__fault_arm(BLK__FAULT_ALLOC, 1, 1);
+  int failed = blk_arrays_all_reduce(m, a, &spec);
+  blk__fault_arm(BLK__FAULT_ALLOC, 1, 0);
+  CHECK_EQ_INT(failed, BLK_ENOMEM);
+  check_agreed(failed, "partners");
+  blk_log_set_level(BLK_LOG_WARN);
   CHECK_OK(blk_master_foreach(m, fill, NULL));
   CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
   CHECK_OK(blk_master_foreach(m, verify, &n2));
