@@ -61,21 +61,12 @@ static int to_int(const char *w, int lo, int *out) {
   return 1;
 }
 
-static int to_num(const char *w, double *out) {
+/* A finite number above 0 (or, with zero_ok, >= 0). */
+static int to_num(const char *w, int zero_ok, double *out) {
   char *e = NULL;
   errno = 0;
   double v = strtod(w, &e);
-  if (errno || !e || *e || !(v > 0) || !isfinite(v)) return 0;
-  *out = v;
-  return 1;
-}
-
-/* A cost-model constant: a number >= 0. */
-static int to_constant(const char *w, double *out) {
-  char *e = NULL;
-  errno = 0;
-  double v = strtod(w, &e);
-  if (errno || !e || *e || !(v >= 0) || !isfinite(v)) return 0;
+  if (errno || !e || *e || !(v > 0 || (zero_ok && v == 0)) || !isfinite(v)) return 0;
   *out = v;
   return 1;
 }
@@ -86,7 +77,7 @@ static const char *cost_model_line(blk__tuning *t, char w[][64], int nw, int mor
   if (nw != 1 + BLK__TUNING_CONSTANTS || more)
     return "expected: cost-model alpha beta callback local gamma";
   for (int j = 0; j < BLK__TUNING_CONSTANTS; j++)
-    if (!to_constant(w[1 + j], &t->model[j])) return "a cost-model constant must be a number >= 0";
+    if (!to_num(w[1 + j], 1, &t->model[j])) return "a cost-model constant must be a number >= 0";
   t->has_model = 1;
   return NULL;
 }
@@ -143,11 +134,11 @@ int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const cha
         why = "blocks must be a whole number >= 1";
       else if (!to_int(w[2], 2, &r.k))
         why = "k must be a whole number >= 2";
-      else if (!to_num(w[3], &r.bytes))
+      else if (!to_num(w[3], 0, &r.bytes))
         why = "bytes must be a number > 0";
       else if (strlen(w[4]) > NAME_MAX_LEN)
         why = "the algorithm's name is longer than 31 characters";
-      else if (!to_num(w[5], &r.usec))
+      else if (!to_num(w[5], 0, &r.usec))
         why = "microseconds must be a number > 0";
       if (why) {
         rc = blk__fail(BLK_EINVAL, "tuning: %s line %d: %s", label, lineno, why);

@@ -888,15 +888,16 @@ static int modelled_best(const blk_master *m, const blk_assigner *a, const blk_a
   int n = blk_assigner_nblocks(a), k = spec->k;
   size_t bytes = spec->count * type_size(spec->type);
   double t[4] = {0, 0, 0, 0};
+  int ring = n > 1 && n <= MODEL_RING_MAX_BLOCKS;
   int rc = model_time(a, BLK_ALLREDUCE, k, 1, bytes, 0, &cm, &t[0]);
   if (!rc) rc = model_time(a, PATTERN_SCATTER, k, 0, bytes, 1, &cm, &t[1]);
   if (!rc) rc = model_time(a, BLK_SWAP, k, 1, bytes, 0, &cm, &t[2]);
-  if (!rc && n > 1 && n <= MODEL_RING_MAX_BLOCKS)
+  if (!rc && ring)
     rc = model_time(a, PATTERN_RING, 2 * (n - 1), 0, bytes / (size_t)n, 0, &cm, &t[3]);
   if (rc) return rc;
   t[1] *= 2;
-  int best = 0, candidates = n > 1 && n <= MODEL_RING_MAX_BLOCKS ? 4 : 3;
-  for (int i = 1; i < candidates; i++)
+  int best = 0;
+  for (int i = 1; i < (ring ? 4 : 3); i++)
     if (t[i] < t[best]) best = i;
   *alg = alg_list[best];
   return BLK_OK;
