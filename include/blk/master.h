@@ -106,11 +106,29 @@ typedef struct blk_master_config {
   void *stop_user;              /* passed to stop */
   /* Version 2: */
   const char *tuning; /* a file blk-tune wrote, for AUTO's choices; NULL: $BLK_TUNING, or none */
+  /* Version 3: */
+  const char *trace; /* a timeline of the run, trace-event JSON; NULL: $BLK_TRACE, or none */
 } blk_master_config;
 
-/* The layout of blk_master_config in this header: 2 added tuning (a config
- * of version 1 is read without it, as NULL). */
-#define BLK_MASTER_CONFIG_VERSION 2u
+/* The layout of blk_master_config in this header: 2 added tuning, 3 added
+ * trace (a config of an older version is read without them, as NULL). */
+#define BLK_MASTER_CONFIG_VERSION 3u
+
+/* trace: a file to write a timeline of the run into, as Chrome trace-event
+ * JSON (Perfetto, chrome://tracing): a process per rank, a track per thread
+ * (the driver, the pool's workers, the out-of-core I/O threads), and a span
+ * for each collective call, each callback (its gid, round, phase, and the
+ * bytes in its queues before and after), each wait of the driver for
+ * messages or for its workers, each pass of MPI that moved messages, and
+ * each out-of-core record stored or loaded (gid, raw and stored bytes, codec
+ * and I/O time). Rank 0's setting (its cfg's trace, or its BLK_TRACE)
+ * decides for all ranks, and rank 0 creates the file at create (one it
+ * cannot create fails the create on every rank: BLK_EIO) and writes every
+ * rank's spans into it at blk_master_destroy. Times are microseconds since
+ * the create; ranks on one node share the clock. Off by default, and free
+ * then; on, a span costs two clock reads and 64 bytes until destroy (at
+ * most 2^20 spans a thread; the file counts those dropped).
+ * docs/tracing.md shows how to read one. */
 
 /* tuning: what blk-tune (bench/) measured on this machine, read when the
  * master is created. Rank 0 reads the file (its own cfg's path, or its
@@ -147,7 +165,7 @@ typedef struct blk_master_config {
 #define BLK_MASTER_CONFIG_INIT                                                                   \
   {                                                                                              \
     BLK_MASTER_CONFIG_VERSION, BLK_THREADS_AUTO, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, \
-        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL                             \
+        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL, NULL                       \
   }
 
 /* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION

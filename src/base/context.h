@@ -29,6 +29,7 @@ typedef struct blk__context {
    * hands its message over: fail.h). */
   void (*stop)(const char *message, void *ctx);
   void *stop_ctx;
+  struct blk__trace *trace; /* its timeline (trace.h); NULL: not traced */
 } blk__context;
 
 /* The calling thread's context, or NULL outside any master's call. */

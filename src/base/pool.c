@@ -73,6 +73,7 @@
 
 #include "base/fail.h"
 #include "base/thread.h"
+#include "base/trace.h"
 
 #define MIN_RING ((size_t)16)
 #define SPIN_NS 30000L /* how long the driver polls before it sleeps (see above) */
@@ -103,11 +104,11 @@ struct blk__pool {
   blk__cond *work; /* workers wait here */
   blk__cond *done; /* the driver waits here */
   int stopping;
-  int sleeping;           /* workers waiting on `work` */
-  int signaled;           /* sleepers signaled and not yet awake (for the measurements) */
-  int driver_asleep;      /* the driver waits on `done` */
-  atomic_ulong done_seq;  /* bumped when a task finishes */
-  int may_spin;           /* driver only: collect may spin before it sleeps */
+  int sleeping;          /* workers waiting on `work` */
+  int signaled;          /* sleepers signaled and not yet awake (for the measurements) */
+  int driver_asleep;     /* the driver waits on `done` */
+  atomic_ulong done_seq; /* bumped when a task finishes */
+  int may_spin;          /* driver only: collect may spin before it sleeps */
 
   /* A worker's panic, for the driver to stop the job with (fail.h): only
    * the driver may call MPI_Abort. Set once, under the lock. */
@@ -196,6 +197,7 @@ static void worker_main(void *arg) {
   blk__pool *p = arg;
   my_pool = p;
   blk__context_enter(p->context);
+  if (blk__trace_here()) blk__trace_name_thread(blk__trace_here(), "worker");
   blk__set_panic_handoff(worker_panic);
   blk__mutex_lock(p->lock);
   for (;;) {

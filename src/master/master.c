@@ -23,6 +23,7 @@
 #include "base/cpus.h"
 #include "base/logger.h"
 #include "base/memory_limit.h"
+#include "base/thread.h"
 #include "master/master_state.h"
 #include "runtime/callback.h"
 #include "storage/codec.h"
@@ -47,7 +48,8 @@ static size_t cache_bytes(const blk_master_config *cfg) {
  * with version v passes a struct of config_bytes[v] bytes (new fields only
  * ever go at the end). */
 static const size_t config_bytes[BLK_MASTER_CONFIG_VERSION + 1] = {
-    0, offsetof(blk_master_config, tuning), sizeof(blk_master_config)};
+    0, offsetof(blk_master_config, tuning), offsetof(blk_master_config, trace),
+    sizeof(blk_master_config)};
 
 /* The most bytes a tuning file may have (blk-tune writes a few hundred
  * lines). */
@@ -91,7 +93,8 @@ static void load_tuning(blk__tuning **out, const char *path, MPI_Comm comm, int 
   MPI_Bcast(&len, 1, MPI_LONG, 0, comm);
   if (len < 0) return;
   if (rank != 0 && !(msg = blk__malloc((size_t)len + 1)))
-    blk__failure_note(f, BLK_ENOMEM, rank, -1, -1, "no memory for the tuning file (%ld bytes)", len);
+    blk__failure_note(f, BLK_ENOMEM, rank, -1, -1, "no memory for the tuning file (%ld bytes)",
+                      len);
   int have = msg != NULL, all = 0;
   MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
   for (long at = 0; all && at < len;) {
@@ -211,6 +214,7 @@ static void teardown(blk_master *m, MPI_Comm *dup) {
     blk__pool_destroy(m->pool);
     blk__comm_destroy(m->comm);
     blk__buffer_cache_destroy(m->cache);
+    blk__trace_file_discard(m->trace);
     free(m);
   }
   if (*dup != MPI_COMM_NULL && !adopted) MPI_Comm_free(dup);
@@ -259,11 +263,23 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
   read_config(&config, given, &f, rank);
   if (!f.code) check_config(&config, &f, rank, auto_n);
   step(&f, rank, blk__fault_from_env(rank));
+  /* Every rank, whatever failed above: rank 0 decides for all. Before the
+   * threads start, which name their tracks. */
+  blk__trace_file *trace = NULL;
+  step(&f, rank, blk__trace_file_open(&trace, comm, cfg->trace));
   blk_master *m = f.code ? NULL : blk__calloc(1, sizeof *m);
   if (!f.code && !m) blk__failure_note(&f, BLK_ENOMEM, rank, -1, -1, "no memory for the master");
+  if (!m) blk__trace_file_discard(trace);
   if (m) {
     m->cfg = *cfg;
-    m->context = (blk__context){rank, cfg->log_level, cfg->log, cfg->log_user, stop_job, m};
+    m->trace = trace;
+    m->context = (blk__context){rank,
+                                cfg->log_level,
+                                cfg->log,
+                                cfg->log_user,
+                                stop_job,
+                                m,
+                                trace ? blk__trace_file_trace(trace) : NULL};
     int size = 1;
     MPI_Comm_size(comm, &size);
     blk__block_fns fns = {cfg->create, cfg->destroy, cfg->save, cfg->load, cfg->size, cfg->user};
@@ -276,9 +292,9 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads, &m->context));
     /* 0 is blk's default: auto. */
     int level = cfg->compression_level == 0 ? BLK_COMPRESSION_AUTO : cfg->compression_level;
-    blk__budget_settings set = {cfg->mem_blocks,      cfg->mem_bytes,       cfg->queue_spill_bytes,
-                                cfg->shuffle,         cfg->spill_dir,       cfg->spill_in_memory,
-                                level,                cfg->threads,         &m->context};
+    blk__budget_settings set = {cfg->mem_blocks, cfg->mem_bytes, cfg->queue_spill_bytes,
+                                cfg->shuffle,    cfg->spill_dir, cfg->spill_in_memory,
+                                level,           cfg->threads,   &m->context};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }
   /* Every rank, whatever failed above: rank 0's file reaches all of them. */
@@ -294,6 +310,9 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     return rc;
   }
   blk__log_set_rank(rank);
+  /* The agreement's all-reduce just brought the ranks together: their
+   * timelines start here. */
+  if (m->context.trace) blk__trace_set_origin(m->context.trace, blk__now_ns());
   *out = m;
   return BLK_OK;
 }
@@ -320,6 +339,9 @@ void blk_master_destroy(blk_master *m) {
   blk__budget_free(&m->budget); /* closes the spill file */
   blk__tuning_free(m->tuning);
   blk__pool_destroy(m->pool);
+  /* Its threads are joined: nothing records any more. */
+  if (m->trace) blk__trace_file_close(m->trace, blk__comm_mpi(m->comm));
+  m->context.trace = NULL;
   blk__comm_destroy(m->comm);
   blk__buffer_cache_destroy(m->cache);
   BLK__LEAVE(); /* the context is m's */

@@ -24,6 +24,7 @@
 #include "runtime/budget.h"
 #include "runtime/comm.h"
 #include "runtime/operation.h"
+#include "runtime/trace_file.h"
 
 struct blk_master {
   blk__comm *comm;
@@ -37,6 +38,7 @@ struct blk_master {
   int exchanges;            /* exchanges so far: a foreach callback's round */
   blk__values results;      /* of the last exchange */
   blk__tuning *tuning;      /* blk-tune's measurements (cfg.tuning); NULL: none */
+  blk__trace_file *trace;   /* where its timeline goes (cfg.trace); NULL: not traced */
 };
 
 /* Runs a master's call with its context (context.h) as the calling

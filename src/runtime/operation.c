@@ -27,6 +27,8 @@
 #include "base/backoff.h"
 #include "base/buffer_cache.h"
 #include "base/logger.h"
+#include "base/thread.h"
+#include "base/trace.h"
 
 typedef struct wire {
   int32_t code, rank, gid, round, ranks, what_len;
@@ -238,6 +240,7 @@ static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
  * stash (the next one), or nowhere (late, from an operation that failed). */
 static void deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
   blk__op *o = ctx;
+  o->delivered++;
   int32_t ahead = (int32_t)(msg->op - o->epoch);
   if (ahead == 0 && o->running)
     take(o, msg, payload);
@@ -263,7 +266,22 @@ static int place(const blk__msg *msg, blk_buffer *into, void *ctx) {
 }
 
 void blk__op_progress(blk__op *o, int *progressed) {
-  blk__comm_progress(o->comm, deliver, place, o, 1, progressed);
+  blk__trace *t = blk__trace_here();
+  if (!t) {
+    blk__comm_progress(o->comm, deliver, place, o, 1, progressed);
+    return;
+  }
+  /* Traced: a pass that moved something is a span; one that did not is
+   * part of the wait around it (backoff.h). */
+  int64_t start = blk__now_ns(), before = o->delivered;
+  int moved = 0;
+  blk__comm_progress(o->comm, deliver, place, o, 1, &moved);
+  if (moved) {
+    *progressed = 1;
+    blk__trace_record(
+        t, &(blk__trace_span){"MPI progress", start, blk__now_ns(), BLK__TRACE_PROGRESS, -1, -1,
+                              o->delivered - before, 0, 0, 0});
+  }
 }
 
 void blk__op_wait(blk__op *o, int (*done)(blk__op *o, void *ctx), void *ctx) {
@@ -276,6 +294,7 @@ void blk__op_wait(blk__op *o, int (*done)(blk__op *o, void *ctx), void *ctx) {
     else
       blk__backoff_idle(&wait);
   }
+  blk__backoff_reset(&wait); /* a traced wait that ended without progress */
 }
 
 void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx) {
@@ -293,6 +312,7 @@ void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx)
   blk__values_clear(&o->values);
   o->handed = o->handed_bytes = o->callbacks = 0;
   o->rounds = 0;
+  o->trace_start = blk__trace_here() ? blk__now_ns() : 0;
   o->logging = blk__log_enabled(BLK_LOG_INFO);
   if (o->logging) {
     blk__comm_counts_get(o->comm, &o->sent_before);
@@ -417,6 +437,10 @@ static void log_operation(const blk__op *o) {
 
 int blk__op_end(blk__op *o, blk__values *values) {
   if (o->logging) log_operation(o);
+  blk__trace *t = blk__trace_here();
+  if (t && o->trace_start)
+    blk__trace_record(t, &(blk__trace_span){o->name, o->trace_start, blk__now_ns(),
+                                            BLK__TRACE_OPERATION, -1, -1, 0, 0, 0, 0});
   o->running = 0;
   o->route = NULL;
   o->place = NULL;

@@ -110,6 +110,9 @@ typedef struct blk__op {
   uint64_t handed, handed_bytes, callbacks;
   int rounds; /* a reduction's rounds (0: not a reduction) */
   blk__kept kept[BLK__KEPT_SLOTS];
+  /* Traced (trace.h): when the operation began, and messages delivered. */
+  int64_t trace_start;
+  int64_t delivered;
 } blk__op;
 
 void blk__op_init(blk__op *o, blk__comm *c, blk__buffer_cache *cache);

@@ -34,6 +34,7 @@
 #include "base/alloc.h"
 #include "base/fail.h"
 #include "base/thread.h"
+#include "base/trace.h"
 
 #define COST_SLOTS 64
 #define LONG_FACTOR 16    /* a task this many hand-offs long goes to a worker even alone */
@@ -431,7 +432,12 @@ size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long t
   if (n || !s->running) return n;
   void *done[64];
   size_t want = max - n < 64 ? max - n : 64;
+  blk__trace *trace = timeout_ns ? blk__trace_here() : NULL;
+  int64_t waited = trace ? blk__now_ns() : 0;
   size_t got = want ? blk__pool_collect(s->pool, done, want, timeout_ns) : 0;
+  if (trace)
+    blk__trace_record(trace, &(blk__trace_span){"wait for workers", waited, blk__now_ns(),
+                                                BLK__TRACE_WAIT, -1, -1, 0, 0, 0, 0});
   for (size_t i = 0; i < got; i++) {
     blk__task *t = done[i];
     int lid = t->lid;

@@ -17,6 +17,7 @@
 #include "base/alloc.h"
 #include "base/fail.h"
 #include "base/thread.h"
+#include "base/trace.h"
 
 struct blk__io {
   blk__storage *storage;
@@ -67,6 +68,7 @@ static void work(blk__io *io, blk__io_job *job) {
 static void thread_main(void *arg) {
   blk__io *io = arg;
   blk__context_enter(io->context);
+  if (blk__trace_here()) blk__trace_name_thread(blk__trace_here(), "I/O");
   blk__mutex_lock(io->lock);
   for (;;) {
     blk__io_job *job = take(&io->todo, &io->todo_tail);
@@ -155,7 +157,8 @@ blk__io_job *blk__io_done(blk__io *io, int wait) {
   if (!io->pending) return NULL;
   blk__mutex_lock(io->lock);
   blk__io_job *job;
-  while (!(job = take(&io->finished, &io->finished_tail)) && wait) blk__cond_wait(io->done, io->lock);
+  while (!(job = take(&io->finished, &io->finished_tail)) && wait)
+    blk__cond_wait(io->done, io->lock);
   blk__mutex_unlock(io->lock);
   if (job) io->pending--;
   return job;

@@ -113,6 +113,7 @@
 #include "base/fail.h"
 #include "base/logger.h"
 #include "base/thread.h"
+#include "base/trace.h"
 #include "storage/checksum.h"
 #include "storage/codec.h"
 
@@ -878,6 +879,14 @@ static void write_header(unsigned char *h, int gid, int kind, uint32_t format, u
   put_u64(h + H_HEADER_SUM, blk__checksum(h, H_HEADER_SUM, SEED_HEADER));
 }
 
+/* A record stored or loaded, as a span of the trace (trace.h). */
+static void traced(blk__trace *t, const char *name, blk__trace_kind kind, int64_t started,
+                   const blk__record *rec, double sec_codec, double sec_io) {
+  blk__trace_record(t, &(blk__trace_span){name, started, blk__now_ns(), kind, rec->gid, -1,
+                                          (int64_t)rec->raw, (int64_t)rec->stored,
+                                          (int64_t)(sec_codec * 1e9), (int64_t)(sec_io * 1e9)});
+}
+
 int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
                      size_t elem_size, blk__record *rec) {
   int rc = 0, e = 0;
@@ -888,6 +897,9 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
   const size_t prefix = memory ? sizeof(mem_node) : 0;
   uint64_t off = NO_OFFSET, len = 0;
   worker *w = NULL;
+  blk__trace *trace = blk__trace_here();
+  const int64_t started = trace ? blk__now_ns() : 0;
+  double sec_codec = 0, sec_io = 0; /* for the trace */
 
   rc = worker_take(s, &w);
   if (rc) goto done;
@@ -907,6 +919,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
     double t0 = now_s();
     rc = blk__codec_encode(w->codec, b, raw, n, elem_size, &format);
     double sec = now_s() - t0;
+    sec_codec = sec;
     if (rc) {
       char detail[256];
       snprintf(detail, sizeof detail, "%s", blk_last_error());
@@ -991,6 +1004,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
     double t0 = now_s();
     e = write_all(s->fd, bytes, HEADER_SIZE, encoded, enc_n, off);
     double sec = now_s() - t0;
+    sec_io = sec;
     worker_trim(w);
     blk__mutex_lock(s->lock);
     s->stats.seconds_write += sec;
@@ -1023,6 +1037,7 @@ done:
     worker_give(s, w);
     blk__mutex_unlock(s->lock);
   }
+  if (trace && !rc) traced(trace, "store", BLK__TRACE_STORE, started, rec, sec_codec, sec_io);
   return rc;
 }
 
@@ -1041,6 +1056,8 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   double sec_head = 0, sec_read = 0, sec_decode = 0;
   uint32_t format = 0;
   worker *w = NULL;
+  blk__trace *trace = blk__trace_here();
+  const int64_t started = trace ? blk__now_ns() : 0;
 
   blk_buffer_clear(out);
   /* The record named by gid and place: "in <file> at offset <o>" or "in memory". */
@@ -1177,6 +1194,8 @@ done:
   }
   if (w) worker_give(s, w);
   blk__mutex_unlock(s->lock);
+  if (trace && !rc)
+    traced(trace, "load", BLK__TRACE_LOAD, started, rec, sec_decode, sec_head + sec_read);
   return rc;
 }
 
