@@ -18,7 +18,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # Debian packages blk needs to build and run (build-essential brings gcc, make,
 # the C library headers, g++ for the header_cxx11 test and binutils' readelf
 # for install_consumer; gcc brings the sanitizer runtimes).
-packages=(build-essential cmake pkgconf mpich libmpich-dev libzstd-dev)
+# libpng-dev is for an example (composite writes PNGs); the library itself keeps
+# its three dependencies, MPI, pthreads and zstd.
+packages=(build-essential cmake pkgconf mpich libmpich-dev libzstd-dev libpng-dev)
 
 install_missing() {
   local missing=()

@@ -101,7 +101,12 @@ typedef enum blk_arrays_algorithm {
  * on elements of spec->type (e.g. a product, a bitwise or). It must be
  * associative and commutative: the algorithms combine in their own orders
  * (the same on every run, rank count and thread count). It runs on pool
- * threads, must not fail, and must not call MPI or blk. */
+ * threads, must not fail, and must not call MPI or blk.
+ * TREE and BUTTERFLY (and blk_arrays_reduce and blk_arrays_scan) always
+ * hand it whole arrays, count == spec->count, so an op over whole records
+ * works with them: a min-loc that keeps the record {value, location, ...}
+ * of the smaller value (examples/minimize.c). SPLIT and the rings hand it
+ * pieces, and AUTO may choose them: set the algorithm for such an op. */
 typedef void (*blk_array_op_fn)(void *acc, const void *in, size_t count, void *user);
 
 /* Returns the block's array (count elements). Called with the block
