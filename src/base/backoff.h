@@ -6,26 +6,16 @@
  * and, when ranks share cores, from the rank being waited for. So after a
  * short burst of polls (cheap, and what keeps small-message latency low) it
  * yields the core, then sleeps, doubling up to a cap. Any progress resets it.
- * Traced, the time from the first poll that found nothing to the progress
- * that ended it is a span, "wait for messages".
  */
 #ifndef BLK_BACKOFF_H
 #define BLK_BACKOFF_H
 
-#include <stdint.h>
-
 typedef struct blk__backoff {
   unsigned idle; /* polls in a row that found nothing */
-  int64_t since; /* traced (trace.h): when the first of them was; 0: not traced */
 } blk__backoff;
 
-/* Records the wait that progress just ended (traced only). */
-void blk__backoff_traced(blk__backoff *b);
-
-/* Called after a poll that made progress. */
 static inline void blk__backoff_reset(blk__backoff *b) {
   b->idle = 0;
-  if (b->since) blk__backoff_traced(b);
 }
 
 /* Called after a poll that found nothing. */

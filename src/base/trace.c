@@ -29,6 +29,7 @@ typedef struct track {
   blk__trace_span *spans;
   size_t n, cap;
   uint64_t dropped;
+  int64_t idle_since; /* blk__trace_idle's first moment; 0: busy */
 } track;
 
 struct blk__trace {
@@ -112,9 +113,27 @@ void blk__trace_name_thread(blk__trace *t, const char *name) {
   blk__mutex_unlock(t->lock);
 }
 
+void blk__trace_idle(blk__trace *t, int64_t now_ns) {
+  track *k = mine(t);
+  if (k && !k->idle_since) k->idle_since = now_ns;
+}
+
+static void append(track *k, const blk__trace_span *span);
+
 void blk__trace_record(blk__trace *t, const blk__trace_span *span) {
   track *k = mine(t);
   if (!k) return; /* no track, nowhere to count it: the trace's total misses it */
+  if (k->idle_since) {
+    int64_t since = k->idle_since;
+    k->idle_since = 0;
+    if (since < span->start_ns)
+      append(k, &(blk__trace_span){"wait for messages", since, span->start_ns, BLK__TRACE_WAIT, -1,
+                                   -1, 0, 0, 0, 0});
+  }
+  append(k, span);
+}
+
+static void append(track *k, const blk__trace_span *span) {
   if (k->n == k->cap) {
     size_t cap = k->cap ? 2 * k->cap : 256;
     blk__trace_span *grown = NULL;

@@ -74,6 +74,11 @@ void blk__trace_name_thread(blk__trace *t, const char *name);
  * counted. */
 void blk__trace_record(blk__trace *t, const blk__trace_span *span);
 
+/* The calling thread found nothing to do at now_ns: a "wait for messages"
+ * span runs from the first such moment to the start of the thread's next
+ * span (recorded with it). Any thread. */
+void blk__trace_idle(blk__trace *t, int64_t now_ns);
+
 /* Spans dropped so far, over every thread. */
 uint64_t blk__trace_dropped(blk__trace *t);
 

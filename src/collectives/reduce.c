@@ -589,10 +589,8 @@ static void drive(rstate *s) {
     /* Sends that read a block's own memory (references), and receives into
      * it, must be complete before the caller may touch it. */
     if (o->agreements && blk__op_agree_done(o) && blk__comm_ref_sends(s->m->comm) == 0 &&
-        blk__comm_placed_recvs(s->m->comm) == 0) {
-      blk__backoff_reset(&wait); /* a traced wait that ended without progress */
+        blk__comm_placed_recvs(s->m->comm) == 0)
       return;
-    }
     blk__sched_pump(&s->sched);
     /* What the driver ran itself is done: its messages go out before MPI
      * is polled. */

@@ -271,11 +271,12 @@ void blk__op_progress(blk__op *o, int *progressed) {
     blk__comm_progress(o->comm, deliver, place, o, 1, progressed);
     return;
   }
-  /* Traced: a pass that moved something is a span; one that did not is
-   * part of the wait around it (backoff.h). */
+  /* Traced: a pass that moved something is a span; one that did not
+   * starts a wait, which the thread's next span ends (trace.h). */
   int64_t start = blk__now_ns(), before = o->delivered;
   int moved = 0;
   blk__comm_progress(o->comm, deliver, place, o, 1, &moved);
+  if (!moved) blk__trace_idle(t, start); /* until the next span of this thread */
   if (moved) {
     *progressed = 1;
     blk__trace_record(
@@ -294,7 +295,6 @@ void blk__op_wait(blk__op *o, int (*done)(blk__op *o, void *ctx), void *ctx) {
     else
       blk__backoff_idle(&wait);
   }
-  blk__backoff_reset(&wait); /* a traced wait that ended without progress */
 }
 
 void blk__op_begin(blk__op *o, const char *name, blk__route_fn route, void *ctx) {
