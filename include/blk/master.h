@@ -126,7 +126,7 @@ typedef struct blk_master_config {
  * cannot create fails the create on every rank: BLK_EIO) and writes every
  * rank's spans into it at blk_master_destroy. Times are microseconds since
  * the create; ranks on one node share the clock. Off by default, and free
- * then; on, a span costs two clock reads and 64 bytes until destroy (at
+ * then; on, a span costs two clock reads and 72 bytes until destroy (at
  * most 2^20 spans a thread; the file counts those dropped).
  * docs/tracing.md shows how to read one. */
 

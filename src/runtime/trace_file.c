@@ -81,7 +81,10 @@ blk__trace *blk__trace_file_trace(blk__trace_file *f) {
 
 void blk__trace_file_discard(blk__trace_file *f) {
   if (!f) return;
-  if (f->fd >= 0) close(f->fd);
+  if (f->fd >= 0) { /* created, never written: nothing is left behind */
+    close(f->fd);
+    unlink(f->path);
+  }
   blk__trace_destroy(f->trace);
   free(f);
 }
@@ -190,6 +193,8 @@ void blk__trace_file_close(blk__trace_file *f, MPI_Comm comm) {
   }
   if (rank == 0) {
     write_at(f->fd, footer, sizeof footer - 1, end, &e);
+    if (close(f->fd) && !e) e = errno; /* a file system may report a write only here */
+    f->fd = -1;
     if (e)
       BLK__LOG(BLK_LOG_WARN, "trace file %s: %s", f->path, strerror(e));
     else

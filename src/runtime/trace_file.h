@@ -35,10 +35,12 @@ blk__trace *blk__trace_file_trace(blk__trace_file *f);
  * ranks as open's); all ranks trace or none do. What fails is logged as a
  * warning where it happens, and the job goes on (a timeline is not its
  * result): a rank whose events find no memory is left out of a file that
- * is still whole, a write that fails leaves the file cut short. */
+ * is still whole, a write that fails leaves the file cut short, and if
+ * rank 0 has no memory to gather the file is removed. */
 void blk__trace_file_close(blk__trace_file *f, MPI_Comm comm);
 
-/* Frees f (and its trace) without writing: for a create that failed. Not
+/* Frees f (and its trace) without writing: for a create that failed.
+ * Rank 0 removes the file it created, so a failed create leaves none. Not
  * collective. NULL does nothing. */
 void blk__trace_file_discard(blk__trace_file *f);
 

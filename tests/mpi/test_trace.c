@@ -22,7 +22,8 @@
  * And: rank 0 decides for all (the other ranks' BLK_TRACE names a file
  * that must not appear, and their cfg.trace one that cannot be created);
  * a config of layout version 2 has no trace field; a file rank 0 cannot
- * create fails the create with BLK_EIO on every rank.
+ * create fails the create with BLK_EIO on every rank; a create that fails
+ * on another rank leaves no file.
  *
  *   test_trace --threads T [--mem-blocks M]
  */
@@ -273,6 +274,15 @@ int main(int argc, char **argv) {
   blk_log_set_level(BLK_LOG_NONE);
   CHECK_ERR(blk_master_create(&m, MPI_COMM_WORLD, &mc), BLK_EIO, "/nonexistent-blk-dir/trace.json");
   CHECK(m == NULL);
+  /* A create that fails on the last rank for its own reason: the same code
+   * on every rank, and the file rank 0 made is gone. */
+  mc.trace = rank == 0 ? path : NULL;
+  mc.threads = rank == size - 1 ? 0 : threads;
+  CHECK_ERR(blk_master_create(&m, MPI_COMM_WORLD, &mc), BLK_EINVAL, "threads = 0");
+  CHECK(m == NULL);
+  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 removes it on its way out of the create */
+  CHECK_MSG(access(path, F_OK) != 0, "a failed create left %s", path);
+  mc.threads = threads;
   blk_log_set_level(BLK_LOG_WARN);
 
   /* Layout version 2 has no trace: the field is not read. */
