@@ -429,7 +429,11 @@ size_t blk__sched_collect(blk__sched *s, int *lids, int *ran, size_t max, long t
     memmove(s->done, s->done + from, ((size_t)s->ndone - from) * sizeof *s->done);
     s->ndone -= (int)from;
   }
-  if (n || !s->running) return n;
+  if (n == max || !s->running) return n;
+  /* What the workers finished comes too, without waiting when the driver
+   * ran something: a driver that keeps running short tasks (a block that
+   * asks to run again) must not leave a worker's finished task unseen. */
+  if (n) timeout_ns = 0;
   void *done[64];
   size_t want = max - n < 64 ? max - n : 64;
   blk__trace *trace = timeout_ns ? blk__trace_here() : NULL;
