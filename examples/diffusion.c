@@ -11,9 +11,19 @@
  * and blk swaps the others out through save and load; the result must be
  * the same as in-core, and the budget must hold on every rank.
  *
+ * Checkpoint and restart (blk/checkpoint.h): --checkpoint FILE writes every
+ * block, with the steps done and the grid as the file's extra bytes, after
+ * --stop-after S steps (default: all of them), checks the field of step S
+ * and exits; --restart FILE reads the blocks back, on any number of ranks
+ * and threads, and goes on from there to --steps. A restarted run must end
+ * with the uninterrupted answer bit for bit: the serial run's, which an
+ * uninterrupted blk run matches exactly too (the same sums in the same
+ * order).
+ *
  *   mpiexec -n 4 ./diffusion [--blocks 12] [--threads 2] [--steps 20]
  *                            [--size 96 64 [nz]]
  *                            [--mem-blocks N] [--spill-dir DIR] [--spill-in-memory]
+ *                            [--checkpoint FILE [--stop-after S]] [--restart FILE]
  *
  * --size with two numbers gives a 2D run, three a 3D one. Prints the error
  * and PASS, or FAIL with exit status 1 (and, out-of-core, a line of rank 0's
@@ -286,11 +296,22 @@ static int compare_block(void *block, blk_proxy *p, void *user) {
   return blk_proxy_all_reduce_f64(p, err, BLK_OP_MAX);
 }
 
+/* A checkpoint's extra bytes: the steps done and the grid, checked at a
+ * restart (the file is read on the same machine type, so native order). */
+typedef struct saved_run {
+  int64_t step, dim, n[3];
+} saved_run;
+
 static int usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--blocks N] [--threads T] [--steps S] [--size NX NY [NZ]]\n"
           "          [--mem-blocks N] [--spill-dir DIR] [--spill-in-memory]\n"
-          "  a box-filter diffusion on a decomposed 2D or 3D grid, checked serially\n",
+          "          [--checkpoint FILE [--stop-after S]] [--restart FILE]\n"
+          "  a box-filter diffusion on a decomposed 2D or 3D grid, checked serially\n"
+          "  --checkpoint FILE   write the blocks to FILE after --stop-after S steps\n"
+          "                      (default: all), check that step and exit\n"
+          "  --restart FILE      read the blocks from FILE (any rank and thread count)\n"
+          "                      and go on to --steps; the answer must be the same\n",
           argv0);
   ex_ooc_usage();
   return 2;
@@ -314,7 +335,8 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   setup s = {2, {96, 64, 1}};
-  int nblocks = 12, threads = 2, steps = 20;
+  int nblocks = 12, threads = 2, steps = 20, stop_after = -1;
+  const char *checkpoint = NULL, *restart = NULL;
   ex_ooc ooc = {0, NULL, 0, 0};
   for (int i = 1; i < argc; i++) {
     int is_ooc = ex_ooc_parse(&ooc, argc, argv, &i); /* -1: a bad value: usage below */
@@ -326,6 +348,12 @@ int main(int argc, char **argv) {
       threads = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
       steps = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
+      stop_after = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc) {
+      checkpoint = argv[++i];
+    } else if (!strcmp(argv[i], "--restart") && i + 1 < argc) {
+      restart = argv[++i];
     } else if (!strcmp(argv[i], "--size") && i + 2 < argc) {
       s.dim = 2;
       s.n[0] = atoll(argv[++i]);
@@ -340,6 +368,12 @@ int main(int argc, char **argv) {
       MPI_Finalize();
       return 2;
     }
+  }
+
+  if (stop_after >= 0 && !checkpoint) {
+    if (rank == 0) usage(argv[0]);
+    MPI_Finalize();
+    return 2;
   }
 
   blk_bounds domain;
@@ -362,22 +396,47 @@ int main(int argc, char **argv) {
   mc.shuffle = sizeof(double); /* the records are arrays of doubles */
   ex_ooc_configure(&mc, &ooc);
   CHECK_BLK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
-  CHECK_BLK(blk_master_decompose(m, d, a));
 
   run r = {&s, d};
   double t0 = MPI_Wtime();
-  CHECK_BLK(blk_master_foreach(m, init_block, &r));
-  for (int t = 0; t < steps; t++) {
+  int first = 0; /* the step the run starts from */
+  if (restart) {
+    /* The blocks and their links from the file, placed by this run's
+     * assigner; the extra bytes say where the writer stopped. */
+    blk_buffer extra = BLK_BUFFER_INIT;
+    CHECK_BLK(blk_checkpoint_read(m, restart, a, &extra));
+    saved_run saved;
+    if (blk_buffer_read(&extra, &saved, sizeof saved) || saved.dim != s.dim ||
+        saved.n[0] != s.n[0] || saved.n[1] != s.n[1] || saved.n[2] != s.n[2] || saved.step < 0 ||
+        saved.step > steps) {
+      if (rank == 0)
+        fprintf(stderr, "diffusion: %s is not a checkpoint of this grid with at most %d steps\n",
+                restart, steps);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    blk_buffer_free(&extra);
+    first = (int)saved.step;
+  } else {
+    CHECK_BLK(blk_master_decompose(m, d, a));
+    CHECK_BLK(blk_master_foreach(m, init_block, &r));
+  }
+  int last = checkpoint && stop_after >= 0 && stop_after < steps ? stop_after : steps;
+  if (last < first) last = first;
+  for (int t = first; t < last; t++) {
     CHECK_BLK(blk_master_foreach(m, send_edges, &r));
     CHECK_BLK(blk_master_exchange(m));
     CHECK_BLK(blk_master_foreach(m, receive_and_step, &r));
   }
   CHECK_BLK(blk_master_exchange(m)); /* completes the last step's max */
-  double blk_max = steps > 0 ? blk_master_result_f64(m, 0) : 0.0;
+  double blk_max = last > first ? blk_master_result_f64(m, 0) : 0.0;
+  if (checkpoint) {
+    saved_run saved = {last, s.dim, {s.n[0], s.n[1], s.n[2]}};
+    CHECK_BLK(blk_checkpoint_write(m, checkpoint, &saved, sizeof saved));
+  }
   double elapsed = MPI_Wtime() - t0;
 
   double serial_max = 0.0;
-  double *serial = serial_run(&s, steps, &serial_max);
+  double *serial = serial_run(&s, last, &serial_max);
   if (!serial) {
     fprintf(stderr, "diffusion: no memory for the serial check\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -388,16 +447,21 @@ int main(int argc, char **argv) {
   double max_error = blk_master_result_f64(m, 0);
   free(serial);
 
+  /* A restarted run must match bit for bit (the uninterrupted one does). */
+  double tolerance = restart ? 0.0 : 1e-12;
   int ok = ex_ooc_agree(m, &ooc,
-                        max_error <= 1e-12 && (steps == 0 || fabs(blk_max - serial_max) <= 1e-12));
+                        max_error <= tolerance &&
+                            (last == first || fabs(blk_max - serial_max) <= tolerance));
   if (rank == 0) {
     printf("diffusion: %dD grid", s.dim);
     for (int i = 0; i < s.dim; i++) printf("%s%lld", i ? "x" : " ", (long long)s.n[i]);
     printf(
         ", %d blocks on %d ranks x %d threads, %s, %d steps: max |blk - serial| = %.3g, "
         "global max %.6f (serial %.6f), %.3f s: %s\n",
-        nblocks, size, threads, ex_ooc_mode(&ooc).s, steps, max_error, blk_max, serial_max, elapsed,
+        nblocks, size, threads, ex_ooc_mode(&ooc).s, last, max_error, blk_max, serial_max, elapsed,
         ok ? "PASS" : "FAIL");
+    if (restart) printf("diffusion: restarted from %s at step %d\n", restart, first);
+    if (checkpoint) printf("diffusion: wrote %s after step %d\n", checkpoint, last);
   }
   ex_ooc_report(m, &ooc, "diffusion");
   blk_master_destroy(m);

@@ -37,7 +37,7 @@ public_folder() {
     partners) echo patterns ;;
     proxy) echo runtime ;;
     master) echo master ;;
-    reduce | all_to_all | all_gather | arrays) echo collectives ;;
+    reduce | all_to_all | all_gather | all_reduce | arrays | checkpoint | kdtree) echo collectives ;;
     *) echo "" ;;
   esac
 }

@@ -8,6 +8,9 @@
  *                the others b (DIY's ContiguousAssigner);
  *   round robin: gid g lives on rank g % nranks.
  * Fewer blocks than ranks is valid: the ranks past the last block own none.
+ * Any other static assignment (by measured load, by a kd-tree's leaves, by
+ * node) is a table: the program gives each gid's rank
+ * (blk_assigner_create_table).
  *
  * Errors of the queries: BLK_EINVAL when the call itself is wrong (a NULL
  * assigner, max < 0, NULL gids with max > 0); BLK_ENOTFOUND, with a detail
@@ -38,6 +41,15 @@ int blk_assigner_create_contiguous(blk_assigner **out, int nranks, int nblocks);
 
 /* Creates a round-robin assigner: gid g on rank g % nranks. Errors as above. */
 int blk_assigner_create_round_robin(blk_assigner **out, int nranks, int nblocks);
+
+/* Creates an assigner from a table: gid g lives on rank ranks[g], for g in
+ * 0..nblocks-1 (copied; the caller keeps ranks). A rank may own any number
+ * of blocks, none included; local_gids lists them ascending. O(nblocks +
+ * nranks) memory; every query O(1). Every rank of a job must make the same
+ * table (blk's collectives check that the blocks are where the assigner
+ * says, not that the tables agree). Errors as above, and BLK_EINVAL for a
+ * NULL ranks or a rank outside 0..nranks-1 (the detail names the gid). */
+int blk_assigner_create_table(blk_assigner **out, int nranks, int nblocks, const int *ranks);
 
 /* Frees an assigner; NULL does nothing. No other thread may be using it. */
 void blk_assigner_destroy(blk_assigner *a);

@@ -3,7 +3,8 @@
  *
  * Layers (docs/architecture.md): base (version, error, log, buffer, types),
  * geometry (bounds, decomposer, assigner, link), patterns (partners),
- * runtime (proxy), master, collectives (reduce, all_to_all, arrays).
+ * runtime (proxy), master, collectives (reduce, all_to_all, all_gather,
+ * all_reduce, arrays, checkpoint, kdtree).
  */
 #ifndef BLK_BLK_H
 #define BLK_BLK_H
@@ -28,7 +29,10 @@
 #include "blk/reduce.h"
 #include "blk/all_to_all.h"
 #include "blk/all_gather.h"
+#include "blk/all_reduce.h"
 #include "blk/arrays.h"
+#include "blk/checkpoint.h"
+#include "blk/kdtree.h"
 /* clang-format on */
 
 #endif

@@ -60,6 +60,26 @@ typedef int (*blk_block_save_fn)(blk_buffer *out, const void *block, int gid, vo
  * taking it (the bytes would be gone; blk then reports the block lost). */
 typedef int (*blk_block_load_fn)(void *block, blk_buffer *in, int gid, void *user);
 
+/* What blk_master_decompose knows of a block it asks create_at to make
+ * (DIY's create gets the same). Set by blk for the call only; fields may
+ * be added at the end. */
+typedef struct blk_block_info {
+  int gid;
+  int dim;
+  int continuous;        /* which bounds are set: ccore/cbounds (1), core/bounds (0) */
+  blk_bounds core;       /* discrete: the block's cells (with the shared face, if any) */
+  blk_bounds bounds;     /* discrete: core and ghosts */
+  blk_cbounds ccore;     /* continuous: the block's box */
+  blk_cbounds cbounds;   /* continuous: with ghosts */
+  const blk_link *links; /* the links it is added with (ranks from the assigner) */
+  int nlinks;
+  const blk_decomposer *decomposer; /* the call's, to ask about other blocks */
+  const blk_assigner *assigner;
+} blk_block_info;
+
+/* Makes a new block, knowing where it lies, and stores it in *block. */
+typedef int (*blk_block_create_at_fn)(void **block, const blk_block_info *info, void *user);
+
 /* Bytes a block holds in memory, for a byte budget (cfg.mem_bytes). */
 typedef size_t (*blk_block_size_fn)(const void *block, int gid, void *user);
 
@@ -108,11 +128,21 @@ typedef struct blk_master_config {
   const char *tuning; /* a file blk-tune wrote, for AUTO's choices; NULL: $BLK_TUNING, or none */
   /* Version 3: */
   const char *trace; /* a timeline of the run, trace-event JSON; NULL: $BLK_TRACE, or none */
+  /* Version 4: */
+  blk_block_create_at_fn create_at; /* decompose's create, with the block's bounds and links */
 } blk_master_config;
 
 /* The layout of blk_master_config in this header: 2 added tuning, 3 added
- * trace (a config of an older version is read without them, as NULL). */
-#define BLK_MASTER_CONFIG_VERSION 3u
+ * trace, 4 create_at (a config of an older version is read without them,
+ * as NULL). */
+#define BLK_MASTER_CONFIG_VERSION 4u
+
+/* create_at: what blk_master_decompose calls, when set, instead of create,
+ * with the block's gid, bounds and links (blk_block_info), so a block can
+ * size its arrays without the program carrying the decomposer around.
+ * create is still what out of core needs to rebuild a block for load (a
+ * block is made before its saved bytes fill it), and what decompose calls
+ * when create_at is NULL. */
 
 /* trace: a file to write a timeline of the run into, as Chrome trace-event
  * JSON (Perfetto, chrome://tracing): a process per rank, a track per thread
@@ -165,7 +195,7 @@ typedef struct blk_master_config {
 #define BLK_MASTER_CONFIG_INIT                                                                   \
   {                                                                                              \
     BLK_MASTER_CONFIG_VERSION, BLK_THREADS_AUTO, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, \
-        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL, NULL                       \
+        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL, NULL, NULL                 \
   }
 
 /* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION
@@ -237,11 +267,11 @@ MPI_Comm blk_master_comm(const blk_master *m);
  * memory is over the budget. */
 int blk_master_add(blk_master *m, int gid, void *block, const blk_link *links, int nlinks);
 
-/* Creates this rank's blocks (per the assigner) with cfg.create and adds them
- * with their decomposer links. The decomposer and assigner are only read
+/* Creates this rank's blocks (per the assigner) with cfg.create_at (or
+ * cfg.create) and adds them with their decomposer links. The decomposer and assigner are only read
  * during the call. Collective: every rank returns the same code. On failure
  * the blocks created before it stay.
- * Errors: BLK_EINVAL (m, d or a NULL, no create callback, the assigner's
+ * Errors: BLK_EINVAL (m, d or a NULL, neither create_at nor create, the assigner's
  * block or rank count differs from the decomposer's or the communicator's),
  * BLK_ECALLBACK (the create callback failed; the detail names its code),
  * BLK_ENOMEM (also, before any block is made, a local block count whose
@@ -310,6 +340,60 @@ int blk_master_foreach_some(blk_master *m, blk_foreach_fn fn, blk_select_fn sele
  * out-of-core (a spilled queue could not be read back: it is dropped, not
  * sent later). A queue that failed is not delivered; everything else is. */
 int blk_master_exchange(blk_master *m);
+
+/* blk_master_exchange, and also delivers what callbacks enqueued to any gid
+ * (blk_proxy_enqueue_to, blk_proxy_open_to: DIY's remote exchange), each
+ * to the rank assigner a says owns its gid; the receiver reads it from its
+ * queue from the sender's gid, after its link queues (proxy.h). A message
+ * for a block that is out of core is stored with it. Collective, with the
+ * errors of blk_master_exchange, and BLK_EINVAL on every rank when a is
+ * NULL or for another rank count, or when a queue went to a gid a does not
+ * have or that the rank it names has no block of (that queue is dropped,
+ * and named). blk_master_exchange, given queues to any gid, fails them in
+ * the same way: it has no assigner. */
+int blk_master_exchange_remote(blk_master *m, const blk_assigner *a);
+
+/* A callback of blk_master_iexchange: works on the block with what has
+ * arrived (its proxy's in queues) and enqueues to links or to any gid.
+ * Returns 0 when the block has nothing more to do until messages come,
+ * 1 (any positive value) to be run again even if none do, or a negative
+ * code (a blk code or the user's own) to fail the iexchange: the block is
+ * not run again and what comes for it is dropped. */
+typedef int (*blk_iexchange_fn)(void *block, blk_proxy *proxy, void *user);
+
+/* Asynchronous exchange (DIY's iexchange): runs fn on every local block,
+ * then again on a block whenever messages have come for it (or its last
+ * run returned 1), sending what each run enqueued as soon as it returns,
+ * until no block anywhere has work and no message is on its way. For
+ * message passing whose rounds nobody knows in advance: particles that
+ * cross blocks until they stop, a search that spreads.
+ *
+ * What a run sees: its in queues hold every message that came for the
+ * block since its previous run, a queue per link (from that neighbour)
+ * and per other sending gid (ascending), each message whole, several from
+ * one sender in the order they arrived (which depends on timing, as the
+ * order of the runs does: a result that must not depend on it should not
+ * depend on the order of messages). Bytes a run does not read are
+ * dropped, and so is what the last exchange delivered that no callback
+ * read; what blocks enqueued before the call goes out with their first
+ * run's messages. blk_proxy_round is the block's number of runs so far.
+ * Messages to any gid go to the rank a says owns it.
+ *
+ * The end is found by counting: each rank counts the messages it sent to
+ * and received from other ranks, and when it has no work it joins a
+ * non-blocking all-reduce of the counts (a wave); the run ends when two
+ * waves in a row found the same sums, with as many received as sent
+ * (Mattern's four-counter method; docs/exchange.md). Each rank's blocks run
+ * on its pool, as in a foreach; out of core, blocks are loaded when
+ * messages come for them and messages for a block that is out wait for
+ * it. Collective: every rank calls it, also one without blocks, and every
+ * rank returns the same code: BLK_EINVAL (fn or a NULL, an assigner for
+ * another rank count, a message to a gid nobody has: dropped, named),
+ * BLK_ECALLBACK (a run failed; the detail names the lowest failing rank,
+ * its earliest failing gid and its code; the other blocks ran on), or
+ * those of blk_master_exchange. Blocks' posted all-reduce values are
+ * not allowed in its callbacks (a post stops the job). */
+int blk_master_iexchange(blk_master *m, const blk_assigner *a, blk_iexchange_fn fn, void *user);
 
 /* Results of the value all-reduces completed by the last exchange, for code
  * outside callbacks (inside, use blk_proxy_result_*): their number, and

@@ -3,14 +3,23 @@
  *
  * A proxy is handed to every callback. It names the block (gid), the round,
  * and two ordered lists of queues: "out" queues to enqueue into and "in"
- * queues to dequeue from. In blk_master_foreach both lists are the block's
- * links, in link order; in a reduction they are the round's out- and
- * in-partners (reduce.h). Queue i of a list is addressed by its index; the
- * *_gid variants find the first queue whose partner has that gid.
+ * queues to dequeue from. In blk_master_foreach both lists start with the
+ * block's links, in link order; in a reduction they are the round's out-
+ * and in-partners (reduce.h). Queue i of a list is addressed by its index;
+ * the *_gid variants find the first queue whose partner has that gid.
+ *
+ * Any gid: a foreach (or iexchange) callback may also send to blocks that
+ * are not its links, on any rank (blk_proxy_enqueue_to; DIY's remote
+ * exchange). Such a queue is added to the out list after the links, one
+ * per destination gid; the exchange that delivers it is
+ * blk_master_exchange_remote (or the iexchange itself), and the receiver
+ * finds it in its in list after its links: one queue per sending gid, in
+ * ascending order of gid, apart from any link queue from the same gid.
  *
  * What a callback dequeues is ordered by queue, never by arrival, so results
  * do not depend on threads, ranks or timing. Each in queue holds exactly the
- * one message its partner sent this round (possibly empty).
+ * one message its partner sent this round (possibly empty). (Not so in
+ * blk_master_iexchange, where messages are read as they come: master.h.)
  *
  * Misuse inside a collective phase (an index out of range, a gid that is not
  * a partner, a read past the end of a message) is a programming error: blk
@@ -58,8 +67,14 @@ int blk_proxy_out_gid(const blk_proxy *p, int i);
 int blk_proxy_in_count(const blk_proxy *p);
 int blk_proxy_in_gid(const blk_proxy *p, int i);
 
+/* In blk_master_foreach and blk_master_iexchange: the number of the
+ * block's links, whose queues come first in both lists (those to and from
+ * any gid follow). 0 in a reduction. */
+int blk_proxy_link_count(const blk_proxy *p);
+
 /* In blk_master_foreach: link i of the block (out queue i and in queue i
- * both belong to it), owned by the master. NULL in a reduction. */
+ * both belong to it), owned by the master. NULL in a reduction, and for a
+ * queue to or from any gid (after the links). */
 struct blk_link;
 const struct blk_link *blk_proxy_link(const blk_proxy *p, int i);
 
@@ -85,6 +100,20 @@ int blk_proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n);
 
 /* blk_proxy_enqueue_ref to the first out queue whose partner is gid. */
 int blk_proxy_enqueue_ref_gid(blk_proxy *p, int gid, const void *data, size_t n);
+
+/* The index in the out list of the queue to block gid, any block of any
+ * rank, link or not (see the top): opened, empty, if this callback has
+ * none to gid yet. Its messages are delivered by blk_master_exchange_remote
+ * or within blk_master_iexchange; a gid no block has fails that exchange on
+ * every rank (BLK_EINVAL). Use it with the index functions (enqueue,
+ * enqueue_array, outgoing). In a foreach or iexchange callback only;
+ * elsewhere, or for a negative gid, it stops the job (see the top). Returns
+ * the index, or BLK_ENOMEM. */
+int blk_proxy_open_to(blk_proxy *p, int gid);
+
+/* Appends n bytes to the queue to any gid (blk_proxy_open_to). Returns 0 or
+ * BLK_ENOMEM. */
+int blk_proxy_enqueue_to(blk_proxy *p, int gid, const void *data, size_t n);
 
 /* Appends count elements of elem_size bytes, preceded by their count, so the
  * receiver can read them with blk_proxy_dequeue_array*. */

@@ -42,16 +42,10 @@ static void foreach_one(void *arg) {
       .gid = b->gid,
       .round = m->exchanges,
       .phase = "foreach",
-      .nin = b->nlinks,
-      .nout = b->nlinks,
-      .in_gids = b->link_gids,
-      .out_gids = b->link_gids,
-      .links = b->links,
-      .in = b->in,
-      .out = b->out,
       .posts = &b->posts,
       .results = &m->results,
   };
+  blk__proxy_of_block(&p, b);
   a->f->codes[a->lid] =
       blk__run_callback(a->f->fn, b->data, &p, a->f->user, 0, &a->f->whys[a->lid]);
 }
@@ -61,17 +55,6 @@ static void foreach_load_failed(void *ctx, int lid, int code) {
   blk_master *m = ctx;
   blk__op_fail(&m->op, code, blk__table_at(&m->table, lid)->gid, m->exchanges, "%s",
                blk_last_error());
-}
-
-/* Bytes waiting in b's in queues: the unread ones of those in memory, and
- * all of those gone out with the block (their records' raw size). */
-static size_t queued(const blk__block *b) {
-  size_t n = 0;
-  for (int i = 0; i < b->nlinks; i++) {
-    n += blk_buffer_remaining(&b->in[i]);
-    if (b->in_rec) n += (size_t)b->in_rec[i].raw;
-  }
-  return n;
 }
 
 int blk_select_incoming(int gid, size_t queued_bytes, void *user) {
@@ -114,7 +97,7 @@ static void run_foreach(blk_master *m, blk_foreach_fn fn, blk_select_fn select, 
   int left = 0;
   for (int i = 0; i < nblocks; i++) {
     const blk__block *b = blk__table_at(&m->table, i);
-    if (select && !select(b->gid, queued(b), user)) continue;
+    if (select && !select(b->gid, blk__block_queued(b), user)) continue;
     blk__sched_ready(&s, i, 0, 1);
     left++;
   }

@@ -1,15 +1,19 @@
 /*
  * assigner.c: gid -> rank policies behind one ops table.
  *
- * Each policy supplies rank(gid), local_count(rank) and local_gid(rank, i) as
- * closed formulas, so an assigner is O(1) in memory and in time per query
- * whatever the block count. The public functions validate their arguments
- * once and then dispatch through the table; a new policy is a new table.
- * Immutable after create: no locking.
+ * Each policy supplies rank(gid), local_count(rank) and local_gid(rank, i).
+ * The built-in ones are closed formulas, so they are O(1) in memory and in
+ * time per query whatever the block count; a table (any static assignment
+ * a program chooses) keeps each gid's rank and, per rank, its gids in
+ * ascending order (a counting sort at create: O(nblocks + nranks) memory
+ * and time, O(1) per query). The public functions validate their
+ * arguments once and then dispatch through the ops table; a new policy is
+ * a new table. Immutable after create: no locking.
  */
 #include "blk/assigner.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/fail.h"
@@ -25,6 +29,9 @@ struct blk_assigner {
   const assigner_ops *ops;
   int nranks;
   int nblocks;
+  /* A table's: each gid's rank, each rank's first index into gids, and
+   * the gids rank by rank, ascending (NULL for the formulas). */
+  int *rank_of, *first, *gids;
 };
 
 /* Contiguous: ranks below m = nblocks % nranks own b + 1 gids, the rest b. */
@@ -66,6 +73,22 @@ static int round_robin_gid(const blk_assigner *a, int rank, int i) {
 static const assigner_ops round_robin_ops = {"round robin", round_robin_rank, round_robin_count,
                                              round_robin_gid};
 
+/* A table: what the program said. */
+
+static int table_rank(const blk_assigner *a, int gid) {
+  return a->rank_of[gid];
+}
+
+static int table_count(const blk_assigner *a, int rank) {
+  return a->first[rank + 1] - a->first[rank];
+}
+
+static int table_gid(const blk_assigner *a, int rank, int i) {
+  return a->gids[a->first[rank] + i];
+}
+
+static const assigner_ops table_ops = {"table", table_rank, table_count, table_gid};
+
 static int create(blk_assigner **out, const assigner_ops *ops, int nranks, int nblocks) {
   if (!out) return blk__fail(BLK_EINVAL, "assigner: out is NULL");
   *out = NULL;
@@ -75,7 +98,7 @@ static int create(blk_assigner **out, const assigner_ops *ops, int nranks, int n
   if (nblocks < 1)
     return blk__fail(BLK_EINVAL, "assigner (%s): nblocks = %d must be at least 1", ops->name,
                      nblocks);
-  blk_assigner *a = blk__malloc(sizeof *a);
+  blk_assigner *a = blk__calloc(1, sizeof *a);
   if (!a) return blk__fail(BLK_ENOMEM, "assigner: no memory for %zu bytes", sizeof *a);
   a->ops = ops;
   a->nranks = nranks;
@@ -92,7 +115,49 @@ int blk_assigner_create_round_robin(blk_assigner **out, int nranks, int nblocks)
   return create(out, &round_robin_ops, nranks, nblocks);
 }
 
+int blk_assigner_create_table(blk_assigner **out, int nranks, int nblocks, const int *ranks) {
+  int rc = create(out, &table_ops, nranks, nblocks);
+  if (rc) return rc;
+  blk_assigner *a = *out;
+  *out = NULL;
+  if (!ranks) {
+    rc = blk__fail(BLK_EINVAL, "assigner (table): ranks is NULL");
+    goto fail;
+  }
+  for (int g = 0; g < nblocks; g++)
+    if (ranks[g] < 0 || ranks[g] >= nranks) {
+      rc = blk__fail(BLK_EINVAL, "assigner (table): gid %d has rank %d, not in 0..%d", g, ranks[g],
+                     nranks - 1);
+      goto fail;
+    }
+  a->rank_of = blk__malloc((size_t)nblocks * sizeof *a->rank_of);
+  a->first = blk__calloc((size_t)nranks + 1, sizeof *a->first);
+  a->gids = blk__malloc((size_t)nblocks * sizeof *a->gids);
+  if (!a->rank_of || !a->first || !a->gids) {
+    rc = blk__fail(BLK_ENOMEM, "assigner (table): no memory for %d blocks on %d ranks", nblocks,
+                   nranks);
+    goto fail;
+  }
+  memcpy(a->rank_of, ranks, (size_t)nblocks * sizeof *ranks);
+  for (int g = 0; g < nblocks; g++) a->first[ranks[g] + 1]++;
+  for (int r = 0; r < nranks; r++) a->first[r + 1] += a->first[r];
+  /* Each gid to its rank's next free place (first[r] walks to the next
+   * rank's start), then first moved back by one rank. */
+  for (int g = 0; g < nblocks; g++) a->gids[a->first[ranks[g]]++] = g;
+  for (int r = nranks; r > 0; r--) a->first[r] = a->first[r - 1];
+  a->first[0] = 0;
+  *out = a;
+  return BLK_OK;
+fail:
+  blk_assigner_destroy(a);
+  return rc;
+}
+
 void blk_assigner_destroy(blk_assigner *a) {
+  if (!a) return;
+  free(a->rank_of);
+  free(a->first);
+  free(a->gids);
   free(a);
 }
 

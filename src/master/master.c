@@ -49,7 +49,7 @@ static size_t cache_bytes(const blk_master_config *cfg) {
  * ever go at the end). */
 static const size_t config_bytes[BLK_MASTER_CONFIG_VERSION + 1] = {
     0, offsetof(blk_master_config, tuning), offsetof(blk_master_config, trace),
-    sizeof(blk_master_config)};
+    offsetof(blk_master_config, create_at), sizeof(blk_master_config)};
 
 /* The most bytes a tuning file may have (blk-tune writes a few hundred
  * lines). */
@@ -432,7 +432,23 @@ static void create_blocks(blk_master *m, const blk_decomposer *d, const blk_assi
       break;
     }
     blk__clear_error();
-    int crc = m->cfg.create(&block, gids[i], m->cfg.user);
+    int crc;
+    if (m->cfg.create_at) {
+      blk_block_info info = {.gid = gids[i],
+                             .dim = blk_decomposer_dim(d),
+                             .continuous = blk_decomposer_is_continuous(d) == 1,
+                             .links = links,
+                             .nlinks = nlinks,
+                             .decomposer = d,
+                             .assigner = a};
+      if (info.continuous)
+        blk_decomposer_block_cbounds(d, gids[i], &info.ccore, &info.cbounds);
+      else
+        blk_decomposer_block_bounds(d, gids[i], &info.core, &info.bounds);
+      crc = m->cfg.create_at(&block, &info, m->cfg.user);
+    } else {
+      crc = m->cfg.create(&block, gids[i], m->cfg.user);
+    }
     if (crc) {
       blk__op_fail(o, blk__callback_error("create callback", crc), gids[i], -1, "%s",
                    blk_last_error());
@@ -461,8 +477,9 @@ int blk_master_decompose(blk_master *m, const blk_decomposer *d, const blk_assig
   int nb = d ? blk_decomposer_nblocks(d) : 0;
   if (!d || !a)
     blk__op_fail(o, BLK_EINVAL, -1, -1, "the decomposer or the assigner is NULL");
-  else if (!m->cfg.create)
-    blk__op_fail(o, BLK_EINVAL, -1, -1, "decompose needs a create callback in the config");
+  else if (!m->cfg.create && !m->cfg.create_at)
+    blk__op_fail(o, BLK_EINVAL, -1, -1,
+                 "decompose needs a create_at or create callback in the config");
   else if (blk_assigner_nblocks(a) != nb)
     blk__op_fail(o, BLK_EINVAL, -1, -1, "the assigner has %d blocks but the decomposer has %d",
                  blk_assigner_nblocks(a), nb);

@@ -23,12 +23,12 @@ void blk__table_init(blk__table *t, const blk__block_fns *fns, int nranks) {
 
 static void free_block(const blk__table *t, blk__block *b) {
   if (b->resident && b->data && t->fns.destroy) t->fns.destroy(b->data, b->gid, t->fns.user);
-  for (int i = 0; i < b->nlinks; i++) {
-    if (b->in) blk_buffer_free(&b->in[i]);
-    if (b->out) blk_buffer_free(&b->out[i]);
-  }
+  for (int i = 0; i < b->nin; i++) blk_buffer_free(&b->in[i]);
+  for (int i = 0; i < b->nout; i++) blk_buffer_free(&b->out[i]);
   free(b->in);
   free(b->out);
+  free(b->in_gids);
+  free(b->out_gids);
   free(b->in_rec);
   free(b->out_rec);
   blk_buffer_free(&b->held);
@@ -66,6 +66,26 @@ static int check_links(const blk__table *t, int gid, const blk_link *links, int 
   return BLK_OK;
 }
 
+/* Makes room for cap queues on one side (in or out), keeping the n there. */
+static int grow_side(blk_buffer **q, int **gids, blk__record **rec, int *cap, int n, int want) {
+  if (want <= *cap) return BLK_OK;
+  if (want > INT_MAX / 2) return BLK_ENOMEM;
+  int ncap = *cap ? *cap : 4;
+  while (ncap < want) ncap *= 2;
+  size_t from = (size_t)n, to = (size_t)ncap;
+  blk_buffer *nq = blk__realloc(*q, to * sizeof *nq);
+  if (nq) *q = nq;
+  int *ng = nq ? blk__realloc(*gids, to * sizeof *ng) : NULL;
+  if (ng) *gids = ng;
+  blk__record *nr = ng ? blk__realloc(*rec, to * sizeof *nr) : NULL;
+  if (!nr) return BLK_ENOMEM;
+  *rec = nr;
+  memset(nq + from, 0, (to - from) * sizeof *nq);
+  memset(nr + from, 0, (to - from) * sizeof *nr);
+  *cap = ncap;
+  return BLK_OK;
+}
+
 static int set_links(blk__block *b, const blk_link *links, int nlinks) {
   size_t n = (size_t)nlinks;
   b->nlinks = nlinks;
@@ -73,22 +93,63 @@ static int set_links(blk__block *b, const blk_link *links, int nlinks) {
   b->links = blk__malloc(n * sizeof *b->links);
   b->link_gids = blk__malloc(n * sizeof *b->link_gids);
   b->keys = blk__malloc(n * sizeof *b->keys);
-  b->in = blk__calloc(n, sizeof *b->in);
-  b->out = blk__calloc(n, sizeof *b->out);
-  b->in_rec = blk__calloc(n, sizeof *b->in_rec);
-  b->out_rec = blk__calloc(n, sizeof *b->out_rec);
-  if (!b->links || !b->link_gids || !b->keys || !b->in || !b->out || !b->in_rec || !b->out_rec)
+  if (!b->links || !b->link_gids || !b->keys ||
+      grow_side(&b->in, &b->in_gids, &b->in_rec, &b->cap_in, 0, nlinks) ||
+      grow_side(&b->out, &b->out_gids, &b->out_rec, &b->cap_out, 0, nlinks))
     return blk__fail(BLK_ENOMEM, "master: no memory for %d links of block %d", nlinks, b->gid);
   memcpy(b->links, links, n * sizeof *links);
   for (int i = 0; i < nlinks; i++) {
-    b->link_gids[i] = links[i].gid;
+    b->link_gids[i] = b->in_gids[i] = b->out_gids[i] = links[i].gid;
     b->keys[i].code = direction_code(links[i].dir, 1);
     b->keys[i].rev_code = direction_code(links[i].dir, -1);
     b->keys[i].occ = 0;
     for (int j = 0; j < i; j++)
       if (links[j].gid == links[i].gid && b->keys[j].code == b->keys[i].code) b->keys[i].occ++;
   }
+  b->nin = b->nout = nlinks;
   return BLK_OK;
+}
+
+int blk__block_open_out(blk__block *b, int gid) {
+  /* A callback usually writes to one gid many times in a row: the last one
+   * opened is looked at first. */
+  if (b->nout > b->nlinks && b->out_gids[b->nout - 1] == gid) return b->nout - 1;
+  for (int i = b->nlinks; i < b->nout; i++)
+    if (b->out_gids[i] == gid) return i;
+  if (grow_side(&b->out, &b->out_gids, &b->out_rec, &b->cap_out, b->nout, b->nout + 1))
+    return blk__fail(BLK_ENOMEM, "gid %d has no memory for a queue to gid %d", b->gid, gid);
+  int i = b->nout++;
+  b->out_gids[i] = gid;
+  return i;
+}
+
+int blk__block_open_in(blk__block *b, int gid) {
+  int lo = b->nlinks, hi = b->nin; /* the first remote queue from a gid >= gid */
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (b->in_gids[mid] < gid)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < b->nin && b->in_gids[lo] == gid) return lo;
+  if (grow_side(&b->in, &b->in_gids, &b->in_rec, &b->cap_in, b->nin, b->nin + 1))
+    return blk__fail(BLK_ENOMEM, "gid %d has no memory for a queue from gid %d", b->gid, gid);
+  size_t after = (size_t)(b->nin - lo);
+  memmove(&b->in[lo + 1], &b->in[lo], after * sizeof *b->in);
+  memmove(&b->in_gids[lo + 1], &b->in_gids[lo], after * sizeof *b->in_gids);
+  memmove(&b->in_rec[lo + 1], &b->in_rec[lo], after * sizeof *b->in_rec);
+  blk_buffer_init(&b->in[lo]);
+  memset(&b->in_rec[lo], 0, sizeof b->in_rec[lo]);
+  b->in_gids[lo] = gid;
+  b->nin++;
+  return lo;
+}
+
+size_t blk__block_queued(const blk__block *b) {
+  size_t n = 0;
+  for (int i = 0; i < b->nin; i++) n += blk_buffer_remaining(&b->in[i]) + (size_t)b->in_rec[i].raw;
+  return n;
 }
 
 int blk__table_add(blk__table *t, int gid, void *data, const blk_link *links, int nlinks) {

@@ -9,8 +9,11 @@
  * never evicts or loads.
  *
  * Invariants: blocks[lid] for lid in 0..count-1, in the order added; lids
- * maps gid -> lid. Each block has one in and one out queue per link, and
- * per queue a storage record that is valid iff its stored > 0.
+ * maps gid -> lid. Each block has one in and one out queue per link (the
+ * first nlinks of in and out), then queues to and from any gid (remote:
+ * blk_proxy_enqueue_to), which live from a callback to the exchange that
+ * delivers them, the in ones in ascending order of the sender's gid; per
+ * queue a storage record that is valid iff its stored > 0.
  *
  * Threads: the master's driver thread changes the table. A callback on a
  * pool thread touches only its own block's queues and posts, and the
@@ -42,8 +45,11 @@ typedef struct blk__block {
   blk_link *links;
   int *link_gids;
   blk__link_key *keys;
-  blk_buffer *in;  /* one per link: delivered by the last exchange */
-  blk_buffer *out; /* one per link: enqueued for the next exchange */
+  int nin, nout;       /* queues: nlinks link ones, then remote ones */
+  int cap_in, cap_out; /* room in in, in_gids, in_rec (out, ...) */
+  int *in_gids, *out_gids;
+  blk_buffer *in;  /* delivered by the last exchange */
+  blk_buffer *out; /* enqueued for the next exchange */
   blk__values posts;
   /* Out-of-core (budget.h). */
   int resident;
@@ -81,7 +87,8 @@ typedef struct blk__table {
 void blk__table_init(blk__table *t, const blk__block_fns *fns, int nranks);
 
 /* Destroys every resident block (fns.destroy, if set) and frees the
- * records, held bytes and queues (no I/O may be under way). Storage records are the budget's to drop. */
+ * records, held bytes and queues (no I/O may be under way). Storage records are the budget's to
+ * drop. */
 void blk__table_free(blk__table *t);
 
 /* Adds block data with gid and copies of its links, resident; returns its
@@ -102,5 +109,17 @@ static inline blk__block *blk__table_at(const blk__table *t, int lid) {
 static inline int blk__table_lid(const blk__table *t, int gid) {
   return blk__gid_map_get(&t->lids, gid);
 }
+
+/* The index of b's remote out queue to gid (after its links), made empty if
+ * b has none yet; BLK_ENOMEM (with a detail) if there is no room. For the
+ * one thread that runs b's callback. */
+int blk__block_open_out(blk__block *b, int gid);
+
+/* The index of b's remote in queue from gid, made empty in its place (the
+ * remote ones ascend by gid) if b has none yet; BLK_ENOMEM. */
+int blk__block_open_in(blk__block *b, int gid);
+
+/* Bytes not yet read in b's in queues, and in those stored away. */
+size_t blk__block_queued(const blk__block *b);
 
 #endif

@@ -194,8 +194,11 @@ static int write_out(blk__budget *b, int lid, blk_buffer *saved) {
   blk__block *blk = blk__table_at(b->table, lid);
   blk__io_job *job = b->io ? blk__calloc(1, sizeof *job) : NULL;
   if (job) {
-    *job = (blk__io_job){.op = BLK__IO_PUT, .lid = lid, .gid = blk->gid,
-                         .kind = BLK__RECORD_BLOCK, .shuffle = b->shuffle};
+    *job = (blk__io_job){.op = BLK__IO_PUT,
+                         .lid = lid,
+                         .gid = blk->gid,
+                         .kind = BLK__RECORD_BLOCK,
+                         .shuffle = b->shuffle};
     blk_buffer_swap(&job->bytes, saved);
     blk->job = job;
     blk__io_submit(b->io, job);
@@ -229,10 +232,10 @@ static int evict(blk__budget *b, int lid) {
   }
   /* Its large queues go with it; a queue that fails to write simply stays
    * in memory. */
-  for (int i = 0; i < blk->nlinks; i++) {
+  for (int i = 0; i < blk->nin; i++)
     blk__budget_spill_queue(b, blk->gid, &blk->in[i], &blk->in_rec[i]);
+  for (int i = 0; i < blk->nout; i++)
     blk__budget_spill_queue(b, blk->gid, &blk->out[i], &blk->out_rec[i]);
-  }
   size_t raw = saved.size;
   if (raw > b->saved_max) b->saved_max = raw;
   fns->destroy(blk->data, blk->gid, fns->user);
@@ -340,10 +343,10 @@ static int load(blk__budget *b, int lid) {
                    blk->gid, rc, lost ? " after taking its saved bytes: the block is lost" : "");
     goto exit;
   }
-  for (int i = 0; i < blk->nlinks && !rc; i++) {
+  for (int i = 0; i < blk->nin && !rc; i++)
     rc = blk__budget_restore_queue(b, &blk->in[i], &blk->in_rec[i]);
-    if (!rc) rc = blk__budget_restore_queue(b, &blk->out[i], &blk->out_rec[i]);
-  }
+  for (int i = 0; i < blk->nout && !rc; i++)
+    rc = blk__budget_restore_queue(b, &blk->out[i], &blk->out_rec[i]);
   if (rc) {
     /* Bytes load took, and no record has: save them again before the
      * block goes, so that they are held (exit) for a later load. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "runtime/block_table.h"
 #include "runtime/proxy_state.h"
 
 _Static_assert(BLK_PROXY_MAX_REDUCTIONS == BLK__VALUES_MAX,
@@ -61,10 +62,15 @@ int blk_proxy_in_gid(const blk_proxy *p, int i) {
   return p->in_gids[i];
 }
 
+int blk_proxy_link_count(const blk_proxy *p) {
+  return p->links ? p->nlinks : 0;
+}
+
 const blk_link *blk_proxy_link(const blk_proxy *p, int i) {
   if (!p->links) return NULL;
+  if (i >= p->nlinks && i < p->nin) return NULL; /* an in queue from any gid */
   check_out(p, i);
-  return &p->links[i];
+  return i < p->nlinks ? &p->links[i] : NULL;
 }
 
 static int find_gid(const int *gids, int n, int gid) {
@@ -161,6 +167,41 @@ int blk_proxy_enqueue_ref_gid(blk_proxy *p, int gid, const void *data, size_t n)
   int i = out_of_gid(p, gid);
   if (i == -2) return BLK_ENOMEM;
   return blk_proxy_enqueue_ref(p, i, data, n);
+}
+
+static int open_remote(blk_proxy *p, int gid) {
+  blk__block *b = p->hook;
+  int i = blk__block_open_out(b, gid);
+  p->out = b->out; /* it may have moved */
+  p->out_gids = b->out_gids;
+  p->nout = b->nout;
+  return i;
+}
+
+void blk__proxy_of_block(blk_proxy *p, blk__block *b) {
+  p->nin = b->nin;
+  p->nout = b->nout;
+  p->in_gids = b->in_gids;
+  p->out_gids = b->out_gids;
+  p->in = b->in;
+  p->out = b->out;
+  p->links = b->links;
+  p->nlinks = b->nlinks;
+  p->hook = b;
+  p->open_remote = open_remote;
+}
+
+int blk_proxy_open_to(blk_proxy *p, int gid) {
+  if (!p->open_remote)
+    blk__proxy_misuse(p, "enqueue to any gid (%d): only foreach and iexchange callbacks can", gid);
+  if (gid < 0) blk__proxy_misuse(p, "enqueue to gid %d", gid);
+  return p->open_remote(p, gid);
+}
+
+int blk_proxy_enqueue_to(blk_proxy *p, int gid, const void *data, size_t n) {
+  int i = blk_proxy_open_to(p, gid);
+  if (i < 0) return i;
+  return blk_proxy_enqueue(p, i, data, n);
 }
 
 int blk_proxy_enqueue_array(blk_proxy *p, int i, const void *data, size_t elem_size, size_t count) {

@@ -24,7 +24,8 @@ struct blk_proxy {
   const char *phase; /* "foreach", "reduce", ... for messages */
   int nin, nout;
   const int *in_gids, *out_gids;
-  const blk_link *links; /* foreach only */
+  const blk_link *links; /* foreach and iexchange: queue i < nlinks is link i's */
+  int nlinks;
   blk_buffer *in, *out;
   blk__values *posts;           /* NULL where posting is not allowed */
   const blk__values *results;   /* of the last exchange */
@@ -33,6 +34,10 @@ struct blk_proxy {
    * (updates nout, out_gids, out); NULL elsewhere. */
   int (*open_out)(blk_proxy *p, int gid);
   void *hook;
+  /* foreach and iexchange: the out queue for any gid, after the links,
+   * opened on demand (updates nout, out_gids, out); BLK_ENOMEM with a
+   * detail. NULL where a callback cannot send to any gid. */
+  int (*open_remote)(blk_proxy *p, int gid);
   /* blk_proxy_enqueue_ref may make an empty out queue a reference (set by a
    * driver that keeps the memory's owner's promise: no budget, and the
    * references are done with before the call returns); otherwise it copies. */
@@ -50,6 +55,12 @@ struct blk_proxy {
  * unchanged until the operation ends, and only without a memory budget (a
  * reference cannot be spilled). */
 void blk__proxy_enqueue_ref(blk_proxy *p, int i, const void *data, size_t n);
+
+/* Points p's lists at block b's queues (its links', then those to and from
+ * any gid) and lets the callback open more to any gid: a foreach's or an
+ * iexchange's proxy. */
+struct blk__block;
+void blk__proxy_of_block(blk_proxy *p, struct blk__block *b);
 
 /* Stops the job naming the rank, gid, phase and round. */
 void blk__proxy_misuse(const blk_proxy *p, const char *fmt, ...) BLK__PRINTF(2, 3) BLK__NORETURN;

@@ -4,7 +4,9 @@
  * Every gid is assigned exactly once and local_gids agrees with rank(); the
  * contiguous policy is checked against DIY's rule written out independently
  * (consecutive runs, the larger runs first, sizes within one) and against
- * DIY's closed formula; round robin against gid % nranks.
+ * DIY's closed formula; round robin against gid % nranks. A table
+ * assigner answers exactly what its table says, for tables drawn at
+ * random (ranks with no block included), and refuses bad tables.
  */
 #include <limits.h>
 #include <stddef.h>
@@ -182,12 +184,52 @@ static void test_huge(void) {
     }
 }
 
+static void test_table(void) {
+  unsigned seed = 12345;
+  for (int trial = 0; trial < 200; trial++) {
+    int nranks = 1 + trial % 6, nblocks = 1 + (trial * 7) % 23;
+    int ranks[23];
+    for (int g = 0; g < nblocks; g++) {
+      seed = seed * 1103515245u + 12345u;
+      ranks[g] = (int)((seed >> 16) % (unsigned)nranks);
+    }
+    blk_assigner *a = NULL;
+    CHECK_OK(blk_assigner_create_table(&a, nranks, nblocks, ranks));
+    CHECK_EQ_INT(blk_assigner_nranks(a), nranks);
+    CHECK_EQ_INT(blk_assigner_nblocks(a), nblocks);
+    int total = 0;
+    for (int r = 0; r < nranks; r++) {
+      int gids[23], want = 0;
+      for (int g = 0; g < nblocks; g++) want += ranks[g] == r;
+      CHECK_EQ_INT(blk_assigner_local_count(a, r), want);
+      CHECK_EQ_INT(blk_assigner_local_gids(a, r, gids, 23), want);
+      for (int i = 0, g = 0; i < want; i++, g++) {
+        while (ranks[g] != r) g++; /* the i-th gid of rank r, ascending */
+        CHECK_EQ_INT(gids[i], g);
+      }
+      total += want;
+    }
+    CHECK_EQ_INT(total, nblocks);
+    for (int g = 0; g < nblocks; g++) CHECK_EQ_INT(blk_assigner_rank(a, g), ranks[g]);
+    CHECK_ERR(blk_assigner_rank(a, nblocks), BLK_ENOTFOUND, "outside");
+    blk_assigner_destroy(a);
+  }
+  blk_assigner *a = (blk_assigner *)&a;
+  int bad[3] = {0, 3, 1};
+  CHECK_ERR(blk_assigner_create_table(&a, 3, 3, bad), BLK_EINVAL, "gid 1 has rank 3");
+  CHECK(a == NULL);
+  CHECK_ERR(blk_assigner_create_table(&a, 3, 3, NULL), BLK_EINVAL, "ranks is NULL");
+  CHECK_ERR(blk_assigner_create_table(&a, 0, 3, bad), BLK_EINVAL, "nranks = 0");
+  CHECK_ERR(blk_assigner_create_table(NULL, 3, 3, bad), BLK_EINVAL, "out is NULL");
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
   test_all_small();
   test_by_hand();
   test_errors();
   test_huge();
+  test_table();
   printf("test_assigner: ok\n");
   return 0;
 }
