@@ -92,9 +92,17 @@ static void route_exchange(const blk__msg *msg, blk_buffer *payload, void *ctx) 
     blk__budget_spill_queue(&m->budget, dst->gid, &dst->in[slot], &dst->in_rec[slot]);
 }
 
+/* A link's in queue keeps its storage: delivered in place of the sender's
+ * out queue (the hand-over swaps them), it spares the sender's next
+ * enqueue a malloc (giving small ones to the cache, which frees them, cost
+ * a neighbour exchange of 64 blocks 20 % more). A queue from any gid
+ * closes, its storage to the cache. */
 void blk__exchange_clear_in(blk_master *m, blk__block *b) {
   for (int l = 0; l < b->nin; l++) {
-    blk__buffer_cache_give(m->cache, &b->in[l]);
+    if (l < b->nlinks)
+      blk__buffer_release(&b->in[l]);
+    else
+      blk__buffer_cache_give(m->cache, &b->in[l]);
     blk__budget_drop_queue(&m->budget, &b->in_rec[l]);
   }
   b->nin = b->nlinks;
