@@ -43,8 +43,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "base/fault.h"
+#include "check.h"
 #include "master/master_state.h"
 
 #define NB_MAX 64
@@ -52,12 +52,12 @@
 
 typedef struct block {
   int gid;
-  int64_t v;        /* the reduction's value */
-  int calls;        /* reduction callbacks run */
-  int counter;      /* foreach runs */
-  int arrivals;     /* all_to_all sources seen */
+  int64_t v;               /* the reduction's value */
+  int calls;               /* reduction callbacks run */
+  int counter;             /* foreach runs */
+  int arrivals;            /* all_to_all sources seen */
   int64_t sent[NB_MAX][3]; /* all_to_all by reference: the messages, until it returns */
-  float a[ARRAY];   /* the array all-reduce's array */
+  float a[ARRAY];          /* the array all-reduce's array */
 } block;
 
 typedef struct test {
@@ -71,33 +71,7 @@ typedef struct test {
 
 static test T;
 
-static int create(void **out, int gid, void *user) {
-  (void)user;
-  block *b = calloc(1, sizeof *b);
-  if (!b) return BLK_ENOMEM;
-  b->gid = gid;
-  *out = b;
-  return 0;
-}
-
-static void destroy(void *b, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  free(b);
-}
-
-static int save(blk_buffer *out, const void *data, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  return blk_buffer_write(out, data, sizeof(block));
-}
-
-static int load(void *data, blk_buffer *in, int gid, void *user) {
-  (void)user;
-  blk_buffer_read(in, data, sizeof(block));
-  CHECK_EQ_INT(((block *)data)->gid, gid);
-  return blk_buffer_error(in);
-}
+#include "flat_block.h"
 
 static int64_t initial(int gid) {
   return ((int64_t)1 << (gid % 40)) + 1000 * gid + 7;
@@ -210,8 +184,8 @@ static int check_values(void *data, blk_proxy *p, void *user) {
   CHECK_MSG(b->v == expect_v[b->gid] && b->calls == expect_calls[b->gid],
             "gid %d holds %lld after %d callbacks; expected %lld after %d (failure at gid %d "
             "round %d)",
-            b->gid, (long long)b->v, b->calls, (long long)expect_v[b->gid],
-            expect_calls[b->gid], T.fail_gid, T.fail_round);
+            b->gid, (long long)b->v, b->calls, (long long)expect_v[b->gid], expect_calls[b->gid],
+            T.fail_gid, T.fail_round);
   return 0;
 }
 
@@ -257,8 +231,10 @@ static void foreach_failure(blk_master *m, blk_assigner *a) {
   T.fail_gid = T.nblocks - 2;
   int rc = blk_master_foreach(m, count_or_fail, NULL);
   char want[128];
-  snprintf(want, sizeof want, "foreach %u failed on rank %d, gid %d, round 0: the callback "
-           "returned -7", blk_master_epoch(m), blk_assigner_rank(a, T.fail_gid), T.fail_gid);
+  snprintf(want, sizeof want,
+           "foreach %u failed on rank %d, gid %d, round 0: the callback "
+           "returned -7",
+           blk_master_epoch(m), blk_assigner_rank(a, T.fail_gid), T.fail_gid);
   CHECK_EQ_INT(rc, BLK_ECALLBACK);
   check_agreed(rc, want);
   int one = 1; /* every block ran, the failing one too */
@@ -270,8 +246,11 @@ static void case_callback(void) {
   static const struct {
     blk_pattern pattern;
     int nblocks, k, contiguous;
-  } configs[] = {{BLK_MERGE, 7, 2, 1}, {BLK_ALLREDUCE, 12, 3, 0}, {BLK_SWAP, 7, 3, 1},
-                 {BLK_BROADCAST, 12, 2, 0}, {BLK_ALLREDUCE, 5, 2, 1}};
+  } configs[] = {{BLK_MERGE, 7, 2, 1},
+                 {BLK_ALLREDUCE, 12, 3, 0},
+                 {BLK_SWAP, 7, 3, 1},
+                 {BLK_BROADCAST, 12, 2, 0},
+                 {BLK_ALLREDUCE, 5, 2, 1}};
   for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
     T.nblocks = configs[c].nblocks;
     blk_master *m = make_master(T.threads, T.mem_blocks);
@@ -497,8 +476,10 @@ static void prepare_op(blk_master *m, int op, int *counter) {
 static void check_op(blk_master *m, int op, int rc, int *counter) {
   int complete = rc == 0;
   if (op == OP_FOREACH) {
-    if (complete) ++*counter;
-    else *counter = -1; /* some blocks counted, some may not have */
+    if (complete)
+      ++*counter;
+    else
+      *counter = -1; /* some blocks counted, some may not have */
   }
   if (op == OP_FOREACH && !complete) {
     CHECK_OK(blk_master_foreach(m, reset, NULL)); /* (reuse: counters restart) */
@@ -616,7 +597,8 @@ static int big_round(void *data, blk_proxy *p, void *user) {
     CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), big_bytes);
     blk_proxy_dequeue(p, i, buf, big_bytes);
   }
-  for (int i = 0; i < blk_proxy_out_count(p); i++) CHECK_OK(blk_proxy_enqueue(p, i, buf, big_bytes));
+  for (int i = 0; i < blk_proxy_out_count(p); i++)
+    CHECK_OK(blk_proxy_enqueue(p, i, buf, big_bytes));
   return 0;
 }
 
@@ -633,8 +615,7 @@ static void case_stop(blk__fault_kind kind, int count, size_t bytes) {
   CHECK_OK(blk_partners_create(&T.p, BLK_SWAP, 1, &T.nblocks, 4, 1));
   if (T.rank == 0) blk__fault_arm(kind, 1, (uint64_t)count);
   int rc = blk_reduce(m, a, T.p, big_round, NULL);
-  CHECK_MSG(0, "the job should have stopped; the reduction returned %d (%s)", rc,
-            blk_strerror(rc));
+  CHECK_MSG(0, "the job should have stopped; the reduction returned %d (%s)", rc, blk_strerror(rc));
 }
 
 /* --- disagreeing value all-reduces --------------------------------------- */
@@ -698,8 +679,10 @@ static void case_posts(void) {
     char want[96];
     snprintf(want, sizeof want, "where gid %d posted 3", first_gid);
     CHECK_EQ_INT(rc, BLK_EINVAL);
-    if (blk_assigner_local_count(a, last) > 1) check_agreed(rc, want);
-    else check_agreed(rc, "ranks posted different all-reduce sequences");
+    if (blk_assigner_local_count(a, last) > 1)
+      check_agreed(rc, want);
+    else
+      check_agreed(rc, "ranks posted different all-reduce sequences");
     /* And the next all-reduce is fine again. */
     CHECK_OK(blk_master_foreach(m, post_values, &all));
     check_agreed(blk_master_exchange(m), NULL);

@@ -54,33 +54,7 @@ typedef struct block {
   double sum; /* the merge's */
 } block;
 
-static int create(void **out, int gid, void *user) {
-  (void)user;
-  block *b = calloc(1, sizeof *b);
-  if (!b) return BLK_ENOMEM;
-  b->gid = gid;
-  *out = b;
-  return 0;
-}
-
-static void destroy(void *b, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  free(b);
-}
-
-static int save(blk_buffer *out, const void *data, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  return blk_buffer_write(out, data, sizeof(block));
-}
-
-static int load(void *data, blk_buffer *in, int gid, void *user) {
-  (void)user;
-  int rc = blk_buffer_read(in, data, sizeof(block));
-  CHECK_EQ_INT(((block *)data)->gid, gid);
-  return rc;
-}
+#include "flat_block.h"
 
 static void note(block *b, blk_proxy *p, int phase) {
   CHECK(b->ncalls < MAX_CALLS);
