@@ -22,33 +22,7 @@ typedef struct block {
   int64_t arrivals; /* messages checked */
 } block;
 
-static int create(void **out, int gid, void *user) {
-  (void)user;
-  block *b = calloc(1, sizeof *b);
-  if (!b) return BLK_ENOMEM;
-  b->gid = gid;
-  *out = b;
-  return 0;
-}
-
-static void destroy(void *b, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  free(b);
-}
-
-static int save(blk_buffer *out, const void *data, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  return blk_buffer_write(out, data, sizeof(block));
-}
-
-static int load(void *data, blk_buffer *in, int gid, void *user) {
-  (void)gid;
-  (void)user;
-  blk_buffer_read(in, data, sizeof(block));
-  return blk_buffer_error(in);
-}
+#include "flat_block.h"
 
 /* The two messages from src to dst in round r: what the rule says. */
 static void message(int64_t v[2][3], int src, int dst, int r) {
@@ -75,11 +49,11 @@ static void receive(block *b, blk_proxy *p, int r) {
     int src = blk_proxy_in_gid(p, i);
     int64_t want[2][3], got[2][3];
     message(want, src, b->gid, r);
-    CHECK_MSG(blk_proxy_incoming_remaining(p, i) == sizeof got, "gid %d from %d: %zu bytes",
-              b->gid, src, blk_proxy_incoming_remaining(p, i));
+    CHECK_MSG(blk_proxy_incoming_remaining(p, i) == sizeof got, "gid %d from %d: %zu bytes", b->gid,
+              src, blk_proxy_incoming_remaining(p, i));
     blk_proxy_dequeue(p, i, got, sizeof got);
-    CHECK_MSG(!memcmp(got, want, sizeof got), "gid %d from %d round %d: bytes differ", b->gid,
-              src, r);
+    CHECK_MSG(!memcmp(got, want, sizeof got), "gid %d from %d round %d: bytes differ", b->gid, src,
+              r);
     b->arrivals++;
   }
 }
