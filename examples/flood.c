@@ -138,9 +138,10 @@ static int by_cost(const void *a, const void *b) {
 
 /* Longest processing time first: ranks[gid] for every gid. Returns the
  * most loaded rank's open cells; *contiguous_most is the same for the
- * contiguous assigner. The same on every rank (it is all arithmetic). */
+ * contiguous assigner, and *total the open cells of all blocks. The same
+ * on every rank (it is all arithmetic). */
 static int64_t lpt_table(const maze *z, int nblocks, int nranks, int *ranks,
-                         int64_t *contiguous_most) {
+                         int64_t *contiguous_most, int64_t *total) {
   costed *c = malloc((size_t)nblocks * sizeof *c);
   int64_t *load = calloc((size_t)nranks, sizeof *load);
   int64_t *contiguous = calloc((size_t)nranks, sizeof *contiguous);
@@ -161,9 +162,11 @@ static int64_t lpt_table(const maze *z, int nblocks, int nranks, int *ranks,
   }
   int64_t most = 0;
   *contiguous_most = 0;
+  *total = 0;
   for (int r = 0; r < nranks; r++) {
     if (load[r] > most) most = load[r];
     if (contiguous[r] > *contiguous_most) *contiguous_most = contiguous[r];
+    *total += load[r];
   }
   blk_assigner_destroy(a);
   free(c);
@@ -443,7 +446,8 @@ int main(int argc, char **argv) {
 
   int *ranks = malloc((size_t)o.blocks * sizeof *ranks);
   if (!ranks) ex_fail(__FILE__, __LINE__, "malloc", BLK_ENOMEM, "the table");
-  int64_t contiguous_most = 0, most = lpt_table(&z, o.blocks, size, ranks, &contiguous_most);
+  int64_t contiguous_most = 0, open_total = 0;
+  int64_t most = lpt_table(&z, o.blocks, size, ranks, &contiguous_most, &open_total);
   blk_assigner *a = NULL;
   EX_CHECK(blk_assigner_create_table(&a, size, o.blocks, ranks));
   free(ranks);
@@ -503,9 +507,7 @@ int main(int argc, char **argv) {
             (unsigned long long)st.loads, runs_here, blk_master_local_count(m));
   int ok = ex_ooc_agree(m, &o.ooc, wrong == 0 && same && want.reached > 1 && skipped);
 
-  double mean = 0;
-  for (int g = 0; g < o.blocks; g++) mean += (double)open_cells(&z, g);
-  mean /= size;
+  double mean = (double)open_total / size;
   ex_summary(m, &o.ooc, ok, "flood",
              "%lldx%lld cells, %d blocks on %d ranks x %d threads, %s: %lld reached (serial "
              "%lld), farthest %d steps at (%d, %d), %lld cells wrong; %lld rounds, %lld block "
