@@ -4,9 +4,11 @@
  * (blk_all_to_all) differ only in how they move them. Header-only (static
  * inline), not part of blk's API; it builds on example_util.h.
  *
- *  - point: an id and a position in the unit cube (points_domain). point_make
- *    gives the point with a given id, a pure function of (seed, id): the same
- *    on every rank, so any rank can say which block owns any point.
+ *  - point: a 32-bit id and a position in the unit cube (points_domain) in
+ *    floats, 16 bytes. point_make gives the point with a given id, a pure
+ *    function of (seed, id): the same on every rank, so any rank can say
+ *    which block owns any point (point_coords widens it to doubles for the
+ *    decomposer's calls; blk_router_cpoints_out_float routes the floats).
  *  - point_block: a block's points, a growable array (point_block_reserve).
  *    points_configure puts its create, destroy, save and load callbacks into
  *    a master's config; out-of-core, save writes the points and load reads
@@ -37,16 +39,29 @@
 
 #define DIM 3
 
+/* Single precision and a 32-bit id, as simulations' particles often are:
+ * half the bytes of an id and three doubles, so every round moves half as
+ * much (DIY's examples move three floats and no id, 12 bytes). */
 typedef struct point {
-  uint64_t id; /* block g makes ids g * P .. g * P + P - 1 */
-  double x[DIM];
+  uint32_t id; /* block g makes ids g * P .. g * P + P - 1 */
+  float x[DIM];
 } point;
 
-/* The point with a given id: the same on every rank. */
+/* Ids are 32 bits: at most this many points in all. */
+#define POINTS_MAX ((uint64_t)UINT32_MAX + 1)
+
+/* The point with a given id: the same on every rank. A coordinate is a
+ * multiple of 2^-24 in [0, 1), which a float holds exactly. */
 static inline point point_make(uint64_t seed, uint64_t id) {
-  point pt = {id, {0}};
-  for (int a = 0; a < DIM; a++) pt.x[a] = ex_unit(ex_random(seed, id, (uint64_t)a));
+  point pt = {(uint32_t)id, {0}};
+  for (int a = 0; a < DIM; a++)
+    pt.x[a] = (float)(ex_random(seed, id, (uint64_t)a) >> 40) * 0x1p-24f;
   return pt;
+}
+
+/* The point's position in doubles (exactly), for the decomposer's calls. */
+static inline void point_coords(const point *pt, double x[DIM]) {
+  for (int a = 0; a < DIM; a++) x[a] = pt->x[a];
 }
 
 /* The unit cube, where point_make puts every point: the domain to cut. */
@@ -135,7 +150,7 @@ static inline void points_configure(blk_master_config *mc) {
   mc->destroy = point_block_destroy;
   mc->save = point_block_save;
   mc->load = point_block_load;
-  mc->shuffle = sizeof(double); /* a point is a uint64_t and doubles */
+  mc->shuffle = sizeof(float); /* a point is a uint32_t and floats */
 }
 
 /* ---- the problem and its serial reference ------------------------------- */
@@ -151,23 +166,28 @@ typedef struct points_setup {
 } points_setup;
 
 /* The serial reference: the owner of every point, on this rank alone.
- * Returns 0, or BLK_ENOMEM; points_setup_free frees it. */
-static inline int points_setup_init(points_setup *ps, const blk_decomposer *d, int nblocks,
-                                    uint64_t seed, uint64_t per_block) {
+ * Exits with a message if the points are more than 32-bit ids number, or
+ * there is no memory for the counts; points_setup_free frees them. */
+static inline void points_setup_init(points_setup *ps, const blk_decomposer *d, int nblocks,
+                                     uint64_t seed, uint64_t per_block) {
   ps->d = d;
   ps->seed = seed;
   ps->per_block = per_block;
   ps->total = (uint64_t)nblocks * per_block;
+  if (ps->total > POINTS_MAX)
+    ex_fail(__FILE__, __LINE__, "points_setup_init", BLK_EINVAL,
+            "--blocks times --points is more than the 2^32 ids a point can have");
   ps->expected = calloc((size_t)nblocks, sizeof *ps->expected);
-  if (!ps->expected) return BLK_ENOMEM;
+  if (!ps->expected) ex_fail(__FILE__, __LINE__, "calloc", BLK_ENOMEM, "the serial counts");
   ps->hash_sum = 0;
   for (uint64_t id = 0; id < ps->total; id++) {
     point pt = point_make(seed, id);
-    ps->expected[blk_decomposer_cpoint_to_gid(d, pt.x)]++;
+    double x[DIM];
+    point_coords(&pt, x);
+    ps->expected[blk_decomposer_cpoint_to_gid(d, x)]++;
     ps->hash_sum += point_hash(id);
   }
   ps->id_sum = (int64_t)(ps->total * (ps->total - 1) / 2);
-  return 0;
 }
 
 static inline void points_setup_free(points_setup *ps) {
@@ -201,7 +221,9 @@ static inline int check_points(void *block, blk_proxy *p, void *user) {
   for (size_t j = 0; j < b->n; j++) {
     const point *pt = &b->pts[j];
     point want = point_make(ps->seed, pt->id);
-    if (blk_decomposer_cpoint_to_gid(ps->d, pt->x) != gid || !blk_cbounds_contains(&core, pt->x) ||
+    double x[DIM];
+    point_coords(pt, x);
+    if (blk_decomposer_cpoint_to_gid(ps->d, x) != gid || !blk_cbounds_contains(&core, x) ||
         memcmp(pt, &want, sizeof want) != 0)
       errors++;
     id_sum += (int64_t)pt->id;

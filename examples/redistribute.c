@@ -16,7 +16,8 @@
  * included) and then, for all those points at once:
  *  1. routes them: a blk_router gives each point's out queue with one
  *     multiplication and a floor, no gid and no search,
- *         blk_router_cpoints_out(router, r, &pts[0].x, sizeof(point), n, to, counts)
+ *         blk_router_cpoints_out_float(router, r, &pts[0].x, sizeof(point), n,
+ *                                      to, counts)
  *     (the same as blk_partners_round_position(partners, r,
  *     blk_decomposer_cpoint_to_gid(d, pt)) for every point), and counts them
  *     per out queue;
@@ -32,10 +33,10 @@
  * message's storage in the last round (blk_buffer_detach): fresh memory
  * costs a page fault every 4 KiB.
  *
- * A point is 32 bytes here: an id, which the checks need, and three
- * doubles. DIY's swap-reduce example, the same algorithm (one floor on the
- * round's axis, one enqueue per partner), moves 12-byte points (three
- * floats) and no ids; docs/performance.md compares the two.
+ * A point is 16 bytes here: a 32-bit id, which the checks need, and three
+ * floats (points.h). DIY's swap-reduce example, the same algorithm (one
+ * floor on the round's axis, one enqueue per partner), moves 12-byte points
+ * (three floats) and no ids; docs/performance.md compares the two.
  *
  * A point's coordinates are a function of its id and the seed, so every
  * rank can compute serially which block owns each of the points. Checks:
@@ -189,8 +190,8 @@ static int route_points(void *block, blk_proxy *p, void *user) {
 
   /* 1. Route, and count the points of each out queue. */
   for (size_t k = 0, i = 0; k < (size_t)ns && !rc; i += s[k++].count)
-    rc = blk_router_cpoints_out(router, round, s[k].data + offsetof(point, x), sizeof(point),
-                                s[k].count, to + i, counts);
+    rc = blk_router_cpoints_out_float(router, round, s[k].data + offsetof(point, x), sizeof(point),
+                                      s[k].count, to + i, counts);
   /* 2. Sort by out queue: next[j] is the next place in queue j's run. */
   size_t *next = rc ? NULL : counts + nout;
   for (int j = 1; j < nout && !rc; j++) next[j] = next[j - 1] + counts[j - 1];
@@ -251,8 +252,7 @@ int main(int argc, char **argv) {
 
   /* The serial reference: the owner of every point. */
   points_setup ps;
-  if (points_setup_init(&ps, d, o.blocks, o.seed, (uint64_t)points))
-    ex_fail(__FILE__, __LINE__, "calloc", BLK_ENOMEM, "serial counts");
+  points_setup_init(&ps, d, o.blocks, o.seed, (uint64_t)points);
 
   EX_CHECK(blk_master_foreach(m, make_points, &ps));
   MPI_Barrier(MPI_COMM_WORLD);

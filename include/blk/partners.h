@@ -394,6 +394,13 @@ int blk_router_point_out(const blk_router *r, int round, const int64_t *pt);
 int blk_router_cpoints_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,
                            int *to, size_t *counts);
 
+/* The same for points whose coordinates are dim floats (stride at least dim *
+ * sizeof(float)): single-precision particles routed where they lie, with no copy
+ * into doubles. Each coordinate is widened to a double, exactly, so a point goes
+ * where cpoints_out sends the double point of the same value. */
+int blk_router_cpoints_out_float(const blk_router *r, int round, const void *pts, size_t stride,
+                                 size_t n, int *to, size_t *counts);
+
 /* The same for cells (dim int64_t per point, stride at least dim * sizeof(int64_t))
  * of a discrete decomposer's domain. */
 int blk_router_points_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,

@@ -27,6 +27,11 @@
  * machine against 14 ns for round_position(cpoint_to_gid) (docs/
  * performance.md).
  *
+ * Points come in three types: cells (int64), doubles and floats. A float
+ * is widened to a double as it is read, so the float path is the double
+ * path with a different load; the type is a constant in each public
+ * wrapper, and the inlined loops are typed copies.
+ *
  * A folded pattern (blk_partners_create_folded) has no grid digit: its
  * positions depend on the gid (whether it is an extra, which virtual block
  * it stands as). Its router finds the owner's gid from the owner along
@@ -167,10 +172,24 @@ void blk_router_destroy(blk_router *r) {
   free(r);
 }
 
+/* How a point's coordinates are stored: the callers' three arrays. A float
+ * converts to a double exactly, so a float point routes as the double point
+ * with the same value would. */
+enum { CELLS, DOUBLES, FLOATS };
+
+/* The bytes of one coordinate of the type. */
+static size_t coord_size(int type) {
+  return type == FLOATS ? sizeof(float) : sizeof(blk__coord);
+}
+
 /* Coordinate a of the point at pt, at any alignment. */
-BLK__TEMPLATE blk__coord load(const unsigned char *pt, int a, int continuous) {
+BLK__TEMPLATE blk__coord load(const unsigned char *pt, int a, int type) {
   blk__coord c;
-  if (continuous)
+  if (type == FLOATS) {
+    float f;
+    memcpy(&f, pt + (size_t)a * sizeof f, sizeof f);
+    c.x = f;
+  } else if (type == DOUBLES)
     memcpy(&c.x, pt + (size_t)a * sizeof c.x, sizeof c.x);
   else
     memcpy(&c.i, pt + (size_t)a * sizeof c.i, sizeof c.i);
@@ -179,11 +198,11 @@ BLK__TEMPLATE blk__coord load(const unsigned char *pt, int a, int continuous) {
 
 /* Whether the point at pt lies in the domain (every coordinate within
  * [min, max]; a NaN is not), without a branch per axis. */
-BLK__TEMPLATE int inside(const blk__box *box, const unsigned char *pt, int dim, int continuous) {
-  const blk__kind *k = continuous ? &blk__continuous : &blk__discrete;
+BLK__TEMPLATE int inside(const blk__box *box, const unsigned char *pt, int dim, int type) {
+  const blk__kind *k = type != CELLS ? &blk__continuous : &blk__discrete;
   int in = 1;
   for (int a = 0; a < dim; a++) {
-    blk__coord c = load(pt, a, continuous);
+    blk__coord c = load(pt, a, type);
     in &= k->le(box->min[a], c) & k->le(c, box->max[a]);
   }
   return in;
@@ -229,37 +248,41 @@ BLK__TEMPLATE void domain_test_init(domain_test *t, const blk__box *box, int dim
 }
 
 BLK__TEMPLATE int domain_test_run(const domain_test *t, const unsigned char *pt, int dim,
-                                  int continuous) {
-  if (!continuous) {
+                                  int type) {
+  if (type == CELLS) {
     int in = 1;
     for (int a = 0; a < dim; a++)
-      in &= (uint64_t)load(pt, a, 0).i - (uint64_t)t->box.min[a].i <= t->span[a];
+      in &= (uint64_t)load(pt, a, CELLS).i - (uint64_t)t->box.min[a].i <= t->span[a];
     return in;
   }
 #if PAIRS
   if (dim >= 2) {
     pair_mask ok = {-1, -1};
     for (int q = 0; q < (dim + 1) / 2; q++) {
+      int a = pair_axis(q, dim);
       pair v;
-      memcpy(&v, pt + (size_t)pair_axis(q, dim) * sizeof(double), sizeof v);
+      if (type == FLOATS)
+        v = (pair){load(pt, a, FLOATS).x, load(pt, a + 1, FLOATS).x};
+      else
+        memcpy(&v, pt + (size_t)a * sizeof(double), sizeof v);
       ok &= (v >= t->lo[q]) & (v <= t->hi[q]);
     }
     return (int)(ok[0] & ok[1] & 1);
   }
 #endif
-  return inside(&t->box, pt, dim, 1);
+  return inside(&t->box, pt, dim, type);
 }
 
 /* The group of a point inside the domain in round ro: its owner along the
  * round's axis, in groups of step blocks. */
-BLK__TEMPLATE int group(const route *ro, const unsigned char *pt, int continuous) {
-  blk__coord c = load(pt, ro->f.axis, continuous);
-  return continuous ? blk__axis_cfind(&ro->f, c.x) : blk__axis_find(&ro->f, c.i);
+BLK__TEMPLATE int group(const route *ro, const unsigned char *pt, int type) {
+  blk__coord c = load(pt, ro->f.axis, type);
+  return type != CELLS ? blk__axis_cfind(&ro->f, c.x) : blk__axis_find(&ro->f, c.i);
 }
 
 /* The position of a point inside the domain in round ro. */
-BLK__TEMPLATE int position(const route *ro, const unsigned char *pt, int continuous) {
-  int q = group(ro, pt, continuous);
+BLK__TEMPLATE int position(const route *ro, const unsigned char *pt, int type) {
+  int q = group(ro, pt, type);
   if (ro->table) return ro->table[q];
   if (ro->wraps) q -= ro->radix * (int)(((double)q + 0.5) * ro->inv_radix);
   return q;
@@ -277,25 +300,26 @@ static int folded_position(const blk_router *r, const route *ro, int gid) {
 /* The same for the point at pt, which lies in the domain: its owner's gid
  * from its owner along each axis. */
 BLK__TEMPLATE int folded_point(const blk_router *r, const route *ro, const unsigned char *pt,
-                               int continuous) {
+                               int type) {
   int gid = 0;
   for (int a = 0; a < r->dim; a++) {
-    blk__coord c = load(pt, a, continuous);
+    blk__coord c = load(pt, a, type);
     gid += r->stride[a] *
-           (continuous ? blk__axis_cfind(&r->owner[a], c.x) : blk__axis_find(&r->owner[a], c.i));
+           (type != CELLS ? blk__axis_cfind(&r->owner[a], c.x) : blk__axis_find(&r->owner[a], c.i));
   }
   return folded_position(r, ro, gid);
 }
 
 /* The position of the point at pt in round ro, or BLK_ENOTFOUND. */
 BLK__TEMPLATE int route_point(const blk_router *r, const route *ro, const unsigned char *pt,
-                              int continuous) {
-  if (!inside(&r->domain, pt, r->dim, continuous)) return BLK_ENOTFOUND;
-  return r->extras >= 0 ? folded_point(r, ro, pt, continuous) : position(ro, pt, continuous);
+                              int type) {
+  if (!inside(&r->domain, pt, r->dim, type)) return BLK_ENOTFOUND;
+  return r->extras >= 0 ? folded_point(r, ro, pt, type) : position(ro, pt, type);
 }
 
 /* The BLK_EINVAL of a call made wrong, or 0. */
-static int check_call(const blk_router *r, int round, int continuous, const char *what) {
+static int check_call(const blk_router *r, int round, int type, const char *what) {
+  int continuous = type != CELLS;
   if (!r) return blk__fail(BLK_EINVAL, "router: %s of a NULL router", what);
   if (blk_decomposer_is_continuous(r->d) != continuous)
     return blk__fail(BLK_EINVAL, "router: %s of a router over a %s decomposer", what,
@@ -306,20 +330,20 @@ static int check_call(const blk_router *r, int round, int continuous, const char
   return 0;
 }
 
-BLK__TEMPLATE int route_one(const blk_router *r, int round, const void *pt, int continuous,
+BLK__TEMPLATE int route_one(const blk_router *r, int round, const void *pt, int type,
                             const char *what) {
-  int rc = check_call(r, round, continuous, what);
+  int rc = check_call(r, round, type, what);
   if (rc) return rc;
   if (!pt) return blk__fail(BLK_EINVAL, "router: %s with a NULL point", what);
-  return route_point(r, &r->round[round], pt, continuous);
+  return route_point(r, &r->round[round], pt, type);
 }
 
 int blk_router_cpoint_out(const blk_router *r, int round, const double *pt) {
-  return route_one(r, round, pt, 1, "cpoint_out");
+  return route_one(r, round, pt, DOUBLES, "cpoint_out");
 }
 
 int blk_router_point_out(const blk_router *r, int round, const int64_t *pt) {
-  return route_one(r, round, pt, 0, "point_out");
+  return route_one(r, round, pt, CELLS, "point_out");
 }
 
 /* Adds the n positions in to to counts. Positions below LOCAL_COUNTS are
@@ -352,28 +376,28 @@ static void count(const int *to, size_t n, size_t *counts, int radix) {
  * the stores to to cannot change. */
 BLK__TEMPLATE size_t route_span(const blk_router *r, const route *rop, const unsigned char *pt,
                                 size_t stride, size_t n, int *to, size_t *counts, int dim,
-                                int continuous) {
+                                int type) {
   const route ro = *rop;
   domain_test test;
   domain_test_init(&test, &r->domain, dim);
   size_t i = 0;
   if (ro.table) /* the common case: no more than TABLE_MAX groups */
-    for (; i < n && domain_test_run(&test, pt, dim, continuous); i++, pt += stride)
-      to[i] = ro.table[group(&ro, pt, continuous)];
+    for (; i < n && domain_test_run(&test, pt, dim, type); i++, pt += stride)
+      to[i] = ro.table[group(&ro, pt, type)];
   else
-    for (; i < n && domain_test_run(&test, pt, dim, continuous); i++, pt += stride)
-      to[i] = position(&ro, pt, continuous);
+    for (; i < n && domain_test_run(&test, pt, dim, type); i++, pt += stride)
+      to[i] = position(&ro, pt, type);
   if (counts) count(to, i, counts, ro.radix);
   return i;
 }
 
 BLK__TEMPLATE int route_many(const blk_router *r, int round, const void *pts, size_t stride,
-                             size_t n, int *to, size_t *counts, int continuous, const char *what) {
-  int rc = check_call(r, round, continuous, what);
+                             size_t n, int *to, size_t *counts, int type, const char *what) {
+  int rc = check_call(r, round, type, what);
   if (rc) return rc;
-  if (stride < (size_t)r->dim * sizeof(blk__coord))
+  if (stride < (size_t)r->dim * coord_size(type))
     return blk__fail(BLK_EINVAL, "router: %s: stride %zu is below the %zu bytes of a point", what,
-                     stride, (size_t)r->dim * sizeof(blk__coord));
+                     stride, (size_t)r->dim * coord_size(type));
   if (n > 0 && (!pts || !to))
     return blk__fail(BLK_EINVAL, "router: %s of %zu points with a NULL %s", what, n,
                      pts ? "to" : "pts");
@@ -382,7 +406,7 @@ BLK__TEMPLATE int route_many(const blk_router *r, int round, const void *pts, si
   if (r->extras >= 0) { /* folded: through the gid, one point at a time */
     const unsigned char *pt = pts;
     for (done = 0; done < n; done++, pt += stride) {
-      int pos = route_point(r, ro, pt, continuous);
+      int pos = route_point(r, ro, pt, type);
       if (pos < 0) break;
       to[done] = pos;
     }
@@ -390,16 +414,16 @@ BLK__TEMPLATE int route_many(const blk_router *r, int round, const void *pts, si
   } else
     switch (r->dim) { /* the common dimensions get their own loops */
       case 1:
-        done = route_span(r, ro, pts, stride, n, to, counts, 1, continuous);
+        done = route_span(r, ro, pts, stride, n, to, counts, 1, type);
         break;
       case 2:
-        done = route_span(r, ro, pts, stride, n, to, counts, 2, continuous);
+        done = route_span(r, ro, pts, stride, n, to, counts, 2, type);
         break;
       case 3:
-        done = route_span(r, ro, pts, stride, n, to, counts, 3, continuous);
+        done = route_span(r, ro, pts, stride, n, to, counts, 3, type);
         break;
       default:
-        done = route_span(r, ro, pts, stride, n, to, counts, r->dim, continuous);
+        done = route_span(r, ro, pts, stride, n, to, counts, r->dim, type);
         break;
     }
   if (done < n)
@@ -410,10 +434,15 @@ BLK__TEMPLATE int route_many(const blk_router *r, int round, const void *pts, si
 
 int blk_router_cpoints_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,
                            int *to, size_t *counts) {
-  return route_many(r, round, pts, stride, n, to, counts, 1, "cpoints_out");
+  return route_many(r, round, pts, stride, n, to, counts, DOUBLES, "cpoints_out");
+}
+
+int blk_router_cpoints_out_float(const blk_router *r, int round, const void *pts, size_t stride,
+                                 size_t n, int *to, size_t *counts) {
+  return route_many(r, round, pts, stride, n, to, counts, FLOATS, "cpoints_out_float");
 }
 
 int blk_router_points_out(const blk_router *r, int round, const void *pts, size_t stride, size_t n,
                           int *to, size_t *counts) {
-  return route_many(r, round, pts, stride, n, to, counts, 0, "points_out");
+  return route_many(r, round, pts, stride, n, to, counts, CELLS, "points_out");
 }

@@ -20,7 +20,9 @@
  * with k = 2..8 in both orders, and merge, broadcast and all-reduce, all
  * made for the decomposer's grid. Each round's answer must equal the
  * reference, what round_position(cpoint_to_gid) gives, the one-point and
- * the batch calls (aligned and not, with their counts) alike. Over 1009
+ * the batch calls (aligned and not, with their counts) alike; the float
+ * batch call over the points rounded to floats equals the reference for
+ * the rounded points widened back. Over 1009
  * blocks the same for the folded patterns (blk_partners_create_folded),
  * which route through the gid.
  */
@@ -289,6 +291,44 @@ static void check_batches(const blk_router *r, const problem *pr, const points *
   }
 }
 
+/* blk_router_cpoints_out_float over the continuous points rounded to
+ * floats, in an array and packed at odd addresses: each position must be
+ * the reference's for the float point widened back to doubles (rounding
+ * may move a point across a boundary, or out of the domain: such a point
+ * is left out). */
+static float fpts[NPOINTS][BLK_MAX_DIM];
+
+static void check_floats(const blk_router *r, const problem *pr, const points *ps,
+                         const blk_partners *p, int round) {
+  static int want[NPOINTS];
+  size_t fsize = (size_t)pr->dim * sizeof(float), counts[MAXDIV] = {0}, counts2[MAXDIV] = {0},
+         wcounts[MAXDIV] = {0};
+  int n = 0;
+  for (int k = 0; k < ps->n; k++) {
+    double x[BLK_MAX_DIM];
+    for (int a = 0; a < pr->dim; a++) x[a] = fpts[n][a] = (float)ps->c[k].x[a];
+    int gid = blk_decomposer_cpoint_to_gid(pr->d, x);
+    if (gid < 0) continue;
+    want[n] = blk_partners_round_position(p, round, gid);
+    wcounts[want[n]]++;
+    memcpy(packed + 1 + (size_t)n * (fsize + 1), fpts[n], fsize);
+    n++;
+  }
+  CHECK(n >= ps->n / 2);
+  CHECK_OK(blk_router_cpoints_out_float(r, round, fpts, sizeof fpts[0], (size_t)n, to, counts));
+  CHECK_OK(blk_router_cpoints_out_float(r, round, packed + 1, fsize + 1, (size_t)n, to2, counts2));
+  for (int k = 0; k < n; k++) {
+    CHECK_EQ_INT(to[k], want[k]);
+    CHECK_EQ_INT(to2[k], want[k]);
+  }
+  for (int j = 0; j < MAXDIV; j++) {
+    CHECK_EQ_INT(counts[j], wcounts[j]);
+    CHECK_EQ_INT(counts2[j], wcounts[j]);
+  }
+  CHECK_EQ_INT(blk_router_cpoints_out_float(r, round, fpts, fsize - 1, 1, to, NULL), BLK_EINVAL);
+  pack_points(pr, ps); /* as check_batches expects it */
+}
+
 static void check_router(const problem *pr, const points *ps, const blk_partners *p) {
   blk_router *r = NULL;
   CHECK_OK(blk_router_create(&r, p, pr->d));
@@ -313,6 +353,7 @@ static void check_router(const problem *pr, const points *ps, const blk_partners
       want[pos]++;
     }
     check_batches(r, pr, ps, p, round, want, radix);
+    if (pr->continuous) check_floats(r, pr, ps, p, round);
     CHECK_EQ_INT(route_batch(r, pr, round, first, stride, 0, NULL, NULL), 0);
   }
   /* Rounds that do not send, and calls made wrong. */
@@ -331,6 +372,8 @@ static void check_router(const problem *pr, const points *ps, const blk_partners
     } else {
       CHECK_EQ_INT(blk_router_cpoint_out(r, 0, x), BLK_EINVAL);
       CHECK_EQ_INT(blk_router_cpoints_out(r, 0, x, sizeof x, 1, to, NULL), BLK_EINVAL);
+      float fx[BLK_MAX_DIM] = {0};
+      CHECK_EQ_INT(blk_router_cpoints_out_float(r, 0, fx, sizeof fx, 1, to, NULL), BLK_EINVAL);
       CHECK_EQ_INT(blk_router_point_out(r, 0, NULL), BLK_EINVAL);
     }
     CHECK_EQ_INT(blk_router_cpoint_out(NULL, 0, x), BLK_EINVAL);
@@ -359,9 +402,37 @@ static void check_folded_router(const problem *pr, const points *ps, const blk_p
       want[pos]++;
     }
     check_batches(r, pr, ps, p, round, want, mg);
+    if (pr->continuous) check_floats(r, pr, ps, p, round);
   }
   CHECK_EQ_INT(route1(r, pr, R, ps, 0), BLK_EINVAL);
   blk_router_destroy(r);
+}
+
+/* The float batch's part of check_outside: point 2 of 3 has coordinate a
+ * one float past a face (or NaN or infinite); the two before it are the
+ * first two points rounded to floats, where those stay in the domain. */
+static void check_float_outside(const blk_router *r, const problem *pr, const points *ps, int a,
+                                int side, int round) {
+  float f[3][BLK_MAX_DIM];
+  double x[BLK_MAX_DIM];
+  for (int k = 0; k < 3; k++)
+    for (int b = 0; b < pr->dim; b++) f[k][b] = (float)ps->c[k < 2 ? k : side].x[b];
+  float bad[] = {nextafterf((float)pr->lo[a], -INFINITY), nextafterf((float)pr->hi[a], INFINITY),
+                 NAN, INFINITY, -INFINITY};
+  f[2][a] = bad[side];
+  for (int b = 0; b < pr->dim; b++) x[b] = f[2][b];
+  CHECK_EQ_INT(blk_decomposer_cpoint_to_gid(pr->d, x), BLK_ENOTFOUND);
+  for (int k = 0; k < 2; k++) {
+    for (int b = 0; b < pr->dim; b++) x[b] = f[k][b];
+    if (blk_decomposer_cpoint_to_gid(pr->d, x) < 0) return; /* rounded out: no good points */
+  }
+  int t[3] = {-7, -7, -7}, one[1];
+  CHECK_EQ_INT(blk_router_cpoints_out_float(r, round, f, sizeof f[0], 3, t, NULL), BLK_ENOTFOUND);
+  CHECK(strstr(blk_last_error(), "point 2 of 3") != NULL);
+  for (int k = 0; k < 2; k++) {
+    CHECK_OK(blk_router_cpoints_out_float(r, round, f[k], sizeof f[0], 1, one, NULL));
+    CHECK_EQ_INT(t[k], one[0]);
+  }
 }
 
 /* Points outside the domain: one coordinate one step past a face (or NaN
@@ -401,6 +472,7 @@ static void check_outside(const problem *pr, const points *ps, const blk_partner
         CHECK(strstr(blk_last_error(), "point 2 of 3") != NULL);
         CHECK_EQ_INT(t[0], route1(r, pr, round, ps, 0));
         CHECK_EQ_INT(t[1], route1(r, pr, round, ps, 1));
+        if (pr->continuous) check_float_outside(r, pr, ps, a, side, round);
       }
     }
   blk_router_destroy(r);
