@@ -8,9 +8,10 @@
 # script), the ratio, and rank 0's loads and evictions out-of-core.
 #
 # Sizes: 64 blocks (issue 12's case); redistribute and redistribute_a2a move
-# 200 000 points of 32 bytes per block with k = 4; sort sorts 800 000 keys of
-# 8 bytes per block and histogram merges 800 000 bins of 8 bytes per block
-# (the same 6.4 MB a block as the points), k = 4, over a 2048 x 2048 grid.
+# 200 000 points of 16 bytes per block (3.2 MB; 6.4 MB before the points
+# went to floats and a 32-bit id) with k = 4; sort sorts 800 000 keys of 8
+# bytes per block and histogram merges 800 000 bins of 8 bytes per block
+# (6.4 MB a block), k = 4, over a 2048 x 2048 grid.
 # The in-core and out-of-core runs alternate, so drift hits both alike.
 #
 # What each example times (its own summary line): redistribute, the
