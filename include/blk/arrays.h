@@ -61,7 +61,13 @@
  * works (partners.h); one with a prime factor above max(k, 16) is folded
  * into the largest count below it without one, the extras handing their
  * arrays to a neighbour first and getting the result in a last round
- * (docs/patterns.md). With
+ * (docs/patterns.md). The swap-based operations (SPLIT, BUTTERFLY,
+ * reduce-scatter, scan, all-gather), where each member of a round of w
+ * sends to w - 1 others, may fold further, to a count whose factors are at
+ * most k, when blk's cost model (or the tuning file's) predicts that faster
+ * for the call's array size: 1009 blocks at k = 2 then run 512 virtual blocks
+ * in rounds of 2 rather than 1008 in rounds of up to 7. The choice is the
+ * same on every rank. With
  * fewer elements than blocks, SPLIT still works: some blocks' pieces are
  * empty.
  */

@@ -660,12 +660,36 @@ static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, b
  * least recently used one making room. */
 #define KEPT_PARTNERS 6
 
+/* What fold_width's answer depends on. */
+typedef struct fold_key {
+  int pattern, n, k, contiguous, split, nranks;
+  size_t bytes;
+  uint64_t print; /* assigner_print */
+} fold_key;
+
+static int same_key(const fold_key *x, const fold_key *y) {
+  return x->pattern == y->pattern && x->n == y->n && x->k == y->k &&
+         x->contiguous == y->contiguous && x->split == y->split && x->nranks == y->nranks &&
+         x->bytes == y->bytes && x->print == y->print;
+}
+
 typedef struct kept_partners {
   struct {
     blk_partners *p;
     int pattern, n, k, contiguous; /* pattern: blk_pattern's or PATTERN_ below */
+    int width;                     /* of the fold (make_pattern) */
     unsigned used;
   } e[KEPT_PARTNERS];
+  /* fold_width's answers: predicting costs O(rounds x min(n, 512) x k)
+   * (170 us over 1009 blocks), so a call like one before takes its answer.
+   * The key holds what the answer depends on: the assigner through the ranks
+   * of sampled gids (assigner_print). Filled by the same collective calls on
+   * every rank, so every rank finds the same entries. */
+  struct {
+    fold_key key;
+    int width;
+    unsigned used;
+  } w[KEPT_PARTNERS];
   unsigned clock;
 } kept_partners;
 
@@ -700,12 +724,13 @@ static int make_gather(blk_partners **out, int n, int k) {
   return blk_partners_create_rounds(out, BLK_SWAP, 1, &n, R, axes, radices, 1);
 }
 
-/* A pattern of the list above over n blocks, folded where n needs it. */
-static int make_pattern(blk_partners **out, int pattern, int n, int k, int contiguous) {
+/* A pattern of the list above over n blocks, folded where n needs it:
+ * where it has a prime factor above width (blk__fold_base_within). */
+static int make_pattern(blk_partners **out, int pattern, int n, int k, int contiguous, int width) {
   if (pattern == PATTERN_RING) return blk__partners_create_ring(out, n, k);
   if (pattern >= 0)
-    return blk__partners_create_folding(out, (blk_pattern)pattern, n, k, contiguous);
-  int m = blk__fold_base(n, k);
+    return blk__partners_create_folding_within(out, (blk_pattern)pattern, n, k, contiguous, width);
+  int m = blk__fold_base_within(n, width);
   blk_partners *inner = NULL;
   int rc = pattern == PATTERN_SCATTER ? blk_partners_create(&inner, BLK_SWAP, 1, &m, k, 0)
                                       : make_gather(&inner, m, k);
@@ -721,19 +746,24 @@ static int make_pattern(blk_partners **out, int pattern, int n, int k, int conti
  * destroy them. If they cannot be made on this rank, the others may
  * already be under way, so this rank takes part, failed (*rc is then the
  * operation's agreed code and NULL is returned). */
-static blk_partners *partners(blk_master *m, int pattern, int n, int k, int contiguous, int *rc) {
+static kept_partners *kept_of(blk_master *m, int *rc) {
   static const char owner = 0;
   blk__kept *kept = blk__op_kept(&m->op, &owner, kept_partners_free);
   kept_partners *kp = kept->mem;
-  if (!kp && !(kp = kept->mem = blk__calloc(1, sizeof *kp))) {
+  if (!kp && !(kp = kept->mem = blk__calloc(1, sizeof *kp)))
     *rc =
         blk__reduce_abort(m, blk__fail(BLK_ENOMEM, "arrays: no memory to keep partners"), "arrays");
-    return NULL;
-  }
+  return kp;
+}
+
+static blk_partners *partners(blk_master *m, int pattern, int n, int k, int contiguous, int width,
+                              int *rc) {
+  kept_partners *kp = kept_of(m, rc);
+  if (!kp) return NULL;
   int slot = 0;
   for (int i = 0; i < KEPT_PARTNERS; i++) {
     if (kp->e[i].p && kp->e[i].pattern == pattern && kp->e[i].n == n && kp->e[i].k == k &&
-        kp->e[i].contiguous == contiguous) {
+        kp->e[i].contiguous == contiguous && kp->e[i].width == width) {
       kp->e[i].used = ++kp->clock;
       *rc = BLK_OK;
       return kp->e[i].p;
@@ -741,7 +771,7 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
     if (kp->e[i].used < kp->e[slot].used) slot = i;
   }
   blk_partners *p = NULL;
-  *rc = make_pattern(&p, pattern, n, k, contiguous);
+  *rc = make_pattern(&p, pattern, n, k, contiguous, width);
   if (*rc) {
     *rc = blk__reduce_abort(m, *rc, "arrays");
     return NULL;
@@ -752,6 +782,7 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
   kp->e[slot].n = n;
   kp->e[slot].k = k;
   kp->e[slot].contiguous = contiguous;
+  kp->e[slot].width = width;
   kp->e[slot].used = ++kp->clock;
   return p;
 }
@@ -759,11 +790,86 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
 /* SPLIT's rounds over a count that may be folded: the scatter pattern j->p
  * has a fold round first and, if `unfolds` (reduce-scatter), an unfold
  * round last; the gather's first round is the inner one (goff 0). */
-static void fold_job(job *j, int k, int unfolds) {
-  j->fold = j->nblocks - blk__fold_base(j->nblocks, k);
+static void fold_job(job *j, int width, int unfolds) {
+  j->fold = j->nblocks - blk__fold_base_within(j->nblocks, width);
   j->off = j->fold ? 1 : 0;
   j->inner = blk_partners_rounds(j->p) - j->off - (j->fold && unfolds ? 1 : 0);
   j->goff = 0;
+}
+
+/* The cost model for choices made per call: the tuning file's fitted
+ * constants if the master has them (blk-tune), else blk's defaults, with
+ * one thread: every rank must choose alike, and the threads are a rank's
+ * own setting. */
+static blk_cost_model cost_model(const blk_master *m) {
+  blk_cost_model cm = BLK_COST_MODEL_INIT;
+  double c[BLK__TUNING_CONSTANTS];
+  if (m->tuning && blk__tuning_cost_model(m->tuning, c))
+    cm = (blk_cost_model){BLK_COST_MODEL_VERSION, c[0], c[1], c[2], c[3], c[4], 1};
+  return cm;
+}
+
+/* A print of where a's blocks live: FNV-1a over the ranks of 64 gids
+ * spread over them (all of them up to 64). Two assigners alike there
+ * cost alike in the model's eyes. */
+static uint64_t assigner_print(const blk_assigner *a) {
+  int n = blk_assigner_nblocks(a), samples = n < 64 ? n : 64;
+  uint64_t h = UINT64_C(0xcbf29ce484222325) ^ (uint64_t)blk_assigner_nranks(a);
+  for (int i = 0; i < samples; i++) {
+    h ^= (uint64_t)blk_assigner_rank(a, (int)((long long)i * n / samples));
+    h *= UINT64_C(0x100000001b3);
+  }
+  return h;
+}
+
+/* The fold's width for `pattern` (make_pattern's) over a's blocks with
+ * messages of `bytes` (split as blk_partners_predict's split_swap): the
+ * regular blk__fold_width(k), or k where the cost model predicts that
+ * narrower fold faster. Each group member of a round of w costs a block
+ * a message: folding 1009 blocks to 1008 = 2^4 3^2 7 keeps rounds of 3
+ * and 7, while to 512 = 2^9 costs two fold rounds but sends each array
+ * once a round, which pays for large arrays and not for small ones
+ * (docs/performance.md, 16). For the swap patterns only: a tree (merge,
+ * broadcast, TREE all-reduce) moves (n - 1) arrays whatever its radix, so
+ * a narrower fold only adds rounds (measured: up to 2x slower at 2 ranks).
+ * A count whose two folds agree (every count whose factors are at most k)
+ * is not predicted. The same on every rank:
+ * a pure function of the arguments and the model, which every rank reads
+ * alike. Both candidates are kept partners, made once. Returns the width,
+ * or -1 with *rc the operation's agreed code (no memory). */
+static int fold_width(blk_master *m, const blk_assigner *a, int pattern, int k, int contiguous,
+                      size_t bytes, int split, int *rc) {
+  int n = blk_assigner_nblocks(a), wide = blk__fold_width(k);
+  *rc = BLK_OK;
+  if (blk__fold_base_within(n, k) == blk__fold_base_within(n, wide)) return wide;
+  kept_partners *kp = kept_of(m, rc);
+  if (!kp) return -1;
+  fold_key key = {pattern,          n, k, contiguous, split, blk_assigner_nranks(a), bytes,
+                  assigner_print(a)};
+  int slot = 0;
+  for (int i = 0; i < KEPT_PARTNERS; i++) {
+    if (kp->w[i].used && same_key(&kp->w[i].key, &key)) {
+      kp->w[i].used = ++kp->clock;
+      return kp->w[i].width;
+    }
+    if (kp->w[i].used < kp->w[slot].used) slot = i;
+  }
+  blk_cost_model cm = cost_model(m);
+  blk_partners *pw = partners(m, pattern, n, k, contiguous, wide, rc);
+  blk_partners *pn = pw ? partners(m, pattern, n, k, contiguous, k, rc) : NULL;
+  if (!pn) return -1;
+  double tw = blk_partners_predict(pw, a, bytes, &cm, split);
+  double tn = blk_partners_predict(pn, a, bytes, &cm, split);
+  if (tw < 0 || tn < 0) {
+    *rc = blk__reduce_abort(m, blk__fail(BLK_ENOMEM, "arrays: no memory to predict the fold"),
+                            "arrays");
+    return -1;
+  }
+  int width = tn < tw ? k : wide;
+  kp->w[slot].key = key;
+  kp->w[slot].width = width;
+  kp->w[slot].used = ++kp->clock;
+  return width;
 }
 
 /* Runs one pattern with one of the round functions above. */
@@ -772,11 +878,14 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
   size_t elem = 0;
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
-  int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, &rc);
+  int n = blk_assigner_nblocks(a), width = blk__fold_width(spec->k);
+  if (pattern == BLK_SWAP) /* reduce-scatter; the trees keep the regular fold */
+    width = fold_width(m, a, BLK_SWAP, spec->k, contiguous, spec->count * elem, 1, &rc);
+  if (width < 0) return rc;
+  blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, width, &rc);
   if (!p) return rc;
   job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE, 0, 0, 0, 0};
-  if (pattern == BLK_SWAP) fold_job(&j, spec->k, 1);
+  if (pattern == BLK_SWAP) fold_job(&j, width, 1);
   return reduce(m, a, p, fn, &j);
 }
 
@@ -825,10 +934,13 @@ int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec
   int rc = check_call(m, a, spec, &elem);
   if (rc) return rc;
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
+  /* (A block sends its whole array to each member of its group.) */
+  int width = fold_width(m, a, BLK_SWAP, spec->k, 1, spec->count * elem, 0, &rc);
+  if (width < 0) return rc;
+  blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
   if (!p) return rc;
   scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, kind == BLK_SCAN_INCLUSIVE};
-  fold_job(&s.j, spec->k, 1);
+  fold_job(&s.j, width, 1);
   return reduce(m, a, p, scan_round, &s.j);
 }
 
@@ -839,12 +951,14 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   /* SPLIT's second half alone: a block starts with its piece, the share
    * the reduce-scatter would have left it. */
   int n = blk_assigner_nblocks(a);
-  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, &rc);
+  int width = fold_width(m, a, PATTERN_SCATTER, spec->k, 0, spec->count * elem, 1, &rc);
+  if (width < 0) return rc;
+  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, width, &rc);
   if (!p) return rc;
-  blk_partners *back = partners(m, PATTERN_GATHER_ALL, n, spec->k, 0, &rc);
+  blk_partners *back = partners(m, PATTERN_GATHER_ALL, n, spec->k, 0, width, &rc);
   if (!back) return rc;
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
-  fold_job(&j, spec->k, 0);
+  fold_job(&j, width, 0);
   j.goff = j.off;                              /* the gather folds first too */
   return reduce(m, a, back, gather_round, &j); /* j.p: the scatter's, for the shares */
 }
@@ -867,7 +981,7 @@ static const blk_arrays_algorithm alg_list[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLI
 static int model_time(const blk_assigner *a, int pattern, int k, int contiguous, size_t bytes,
                       int split, const blk_cost_model *cm, double *t) {
   blk_partners *p = NULL;
-  int rc = make_pattern(&p, pattern, blk_assigner_nblocks(a), k, contiguous);
+  int rc = make_pattern(&p, pattern, blk_assigner_nblocks(a), k, contiguous, blk__fold_width(k));
   if (rc) return rc;
   *t = blk_partners_predict(p, a, bytes, cm, split);
   blk_partners_destroy(p);
@@ -882,9 +996,10 @@ static int model_time(const blk_assigner *a, int pattern, int k, int contiguous,
  * moves what RING does in more rounds, so the model never prefers it. Ties
  * to the earlier. A pure function of the same inputs on every rank; only
  * an allocation can fail (BLK_ENOMEM). */
-static int modelled_best(const blk_master *m, const blk_assigner *a, const blk_arrays *spec,
-                         const double *c, blk_arrays_algorithm *alg) {
-  blk_cost_model cm = {BLK_COST_MODEL_VERSION, c[0], c[1], c[2], c[3], c[4], blk_master_threads(m)};
+static int modelled_best(const blk_assigner *a, const blk_arrays *spec, const double *c,
+                         blk_arrays_algorithm *alg) {
+  /* (One thread: every rank must choose alike, and threads are a rank's own.) */
+  blk_cost_model cm = {BLK_COST_MODEL_VERSION, c[0], c[1], c[2], c[3], c[4], 1};
   int n = blk_assigner_nblocks(a), k = spec->k;
   size_t bytes = spec->count * type_size(spec->type);
   double t[4] = {0, 0, 0, 0};
@@ -926,7 +1041,7 @@ static int choose_algorithm(const blk_master *m, const blk_assigner *a, const bl
       return BLK_OK;
     }
     double c[BLK__TUNING_CONSTANTS];
-    if (use_model && blk__tuning_cost_model(m->tuning, c)) return modelled_best(m, a, spec, c, alg);
+    if (use_model && blk__tuning_cost_model(m->tuning, c)) return modelled_best(a, spec, c, alg);
   }
   /* Several blocks per rank: TREE keeps all but log_k(ranks) rounds on the
    * rank, where its messages are references, while SPLIT's halving order
@@ -964,7 +1079,7 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
                      "arrays: segments of %zu bytes over %zu elements and %d blocks take more than "
                      "%d rounds",
                      spec->segment, spec->count, n, RING_MAX_ROUNDS);
-  blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, &rc);
+  blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, 0, &rc);
   if (!p) return rc;
   ring_job rj = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, S};
   return reduce(m, a, p, ring_round, &rj.j);
@@ -981,15 +1096,18 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   int n = blk_assigner_nblocks(a);
   if (alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING)
     return ring_all_reduce(m, a, spec, elem);
+  size_t bytes = spec->count * elem;
   if (alg == BLK_ARRAYS_BUTTERFLY) {
-    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, &rc);
+    int width = fold_width(m, a, BLK_SWAP, spec->k, 1, bytes, 0, &rc);
+    if (width < 0) return rc;
+    blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
     if (!p) return rc;
     job j = {spec,     p, n, elem, 0, 0,
              NO_PLACE, 0, 0, 0,    0}; /* each round changes what the last one sent */
     return reduce(m, a, p, butterfly_round, &j);
   }
-  if (alg == BLK_ARRAYS_TREE) {
-    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, &rc);
+  if (alg == BLK_ARRAYS_TREE) { /* (the regular fold: see fold_width) */
+    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
     if (!p) return rc;
     int half = blk_partners_rounds(p) / 2;
     tree_job t = {
@@ -998,13 +1116,15 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   }
   /* Reduce-scatter in halving order, then the same groups backwards. Both
    * halves run on every rank, or neither: a failed first half is agreed. */
-  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, &rc);
+  int width = fold_width(m, a, PATTERN_SCATTER, spec->k, 0, bytes, 1, &rc);
+  if (width < 0) return rc;
+  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, width, &rc);
   if (!p) return rc;
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
-  fold_job(&j, spec->k, 0);
+  fold_job(&j, width, 0);
   rc = reduce(m, a, p, scatter_round, &j);
   if (rc) return rc;
-  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, &rc);
+  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, width, &rc);
   if (!back) return rc;
   return reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
 }

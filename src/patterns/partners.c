@@ -239,8 +239,13 @@ int blk__partners_create_folded(blk_partners **out, blk_partners *inner, int n, 
 
 int blk__partners_create_folding(blk_partners **out, blk_pattern pattern, int n, int k,
                                  int contiguous) {
+  return blk__partners_create_folding_within(out, pattern, n, k, contiguous, blk__fold_width(k));
+}
+
+int blk__partners_create_folding_within(blk_partners **out, blk_pattern pattern, int n, int k,
+                                        int contiguous, int width) {
   *out = NULL;
-  int m = n >= 1 && k >= 2 ? blk__fold_base(n, k) : n;
+  int m = n >= 1 && k >= 2 && width >= 2 ? blk__fold_base_within(n, width) : n;
   if (m == n) return blk_partners_create(out, pattern, 1, &n, k, contiguous);
   blk_partners *inner = NULL;
   int rc = blk_partners_create(&inner, pattern, 1, &m, k, contiguous);

@@ -32,11 +32,14 @@ static int smooth(int n, int bound) {
   return n <= bound;
 }
 
-int blk__fold_base(int n, int k) {
-  int bound = k > BLK__FOLD_WIDTH ? k : BLK__FOLD_WIDTH;
+int blk__fold_base_within(int n, int width) {
   int m = n;
-  while (m > 1 && !smooth(m, bound)) m--; /* a power of two stops it by n / 2 */
+  while (m > 1 && !smooth(m, width)) m--; /* a power of two stops it by n / 2 */
   return m;
+}
+
+int blk__fold_base(int n, int k) {
+  return blk__fold_base_within(n, blk__fold_width(k));
 }
 
 static int is_extra(const folded *f, int gid) {

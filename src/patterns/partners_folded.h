@@ -39,9 +39,21 @@
  * factoring's wider rounds); a prime factor above max(k, this) is folded. */
 #define BLK__FOLD_WIDTH 16
 
+/* The widest round a pattern of radix k keeps: max(k, BLK__FOLD_WIDTH). */
+static inline int blk__fold_width(int k) {
+  return k > BLK__FOLD_WIDTH ? k : BLK__FOLD_WIDTH;
+}
+
 /* m for n blocks and radix k (see the top): n itself when it needs no
  * folding. n >= 1, k >= 2. */
 int blk__fold_base(int n, int k);
+
+/* The same with rounds of at most `width` members (>= 2): the largest
+ * m <= n whose prime factors are all at most width. blk__fold_base(n, k) is
+ * this with blk__fold_width(k); with width k every round has at most k
+ * members, which costs two rounds more but, for operations that send whole
+ * arrays to every member, far fewer bytes (docs/performance.md, 16). */
+int blk__fold_base_within(int n, int width);
 
 /* Wraps a pattern over m = blk_partners_nblocks(inner) blocks as one over n
  * (m <= n <= 2m) as above, with a fold round first (fold_in) and an unfold
@@ -57,6 +69,10 @@ int blk__partners_create_folded(blk_partners **out, blk_partners *inner, int n, 
  * as blk_partners_create's; on error *out is NULL. */
 int blk__partners_create_folding(blk_partners **out, blk_pattern pattern, int n, int k,
                                  int contiguous);
+
+/* The same folded within rounds of `width` members (blk__fold_base_within). */
+int blk__partners_create_folding_within(blk_partners **out, blk_pattern pattern, int n, int k,
+                                        int contiguous, int width);
 
 /* The state and table, for partners.c to wrap: as blk__partners_create_folded,
  * *state new (freed by (*ops)->destroy, which destroys inner too). */

@@ -320,6 +320,48 @@ static void user_op(blk_master *m, const blk_assigner *a, int n, int k, int fold
     }
 }
 
+/* The fold chosen per call (arrays.c, fold_width): over 12 = 2 * 2 * 3
+ * blocks with k = 2, a BUTTERFLY all-reduce runs rounds of 2, 2 and 3
+ * (4 combines a block, 48 in all) or, folded to 8, a fold round and three
+ * of 2 (4 + 8 * 3 = 28 combines). The cost model picks the fold for large
+ * arrays (fewer bytes) and not for one element (two more rounds) across
+ * ranks; on one rank the two are within a few percent at one element,
+ * so only the large array is pinned there. The combines are counted in a
+ * program's own op (the product), and the results checked. */
+static _Atomic long combines;
+
+static void counted_product(void *acc, const void *in, size_t count, void *user) {
+  combines++;
+  product(acc, in, count, user);
+}
+
+static void fold_choice(blk_master *m, const blk_assigner *a, int n, int size) {
+  static const int lengths[] = {1, 20000};
+  for (int li = 0; li < 2; li++) {
+    user_ctx u = {n, 0, lengths[li]};
+    blk_arrays spec = BLK_ARRAYS_INIT;
+    spec.array = array_of;
+    spec.count = (size_t)u.count;
+    spec.type = BLK_INT64;
+    spec.k = 2;
+    spec.algorithm = BLK_ARRAYS_BUTTERFLY;
+    spec.combine = counted_product;
+    CHECK_OK(blk_master_foreach(m, fill_int64, &u));
+    combines = 0;
+    CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+    long mine = combines, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK_OK(blk_master_foreach(m, verify_product, &u));
+    if (li == 1)
+      CHECK_MSG(all == 28, "%d elements over 12 blocks: %ld combines, not the fold's 28", u.count,
+                all);
+    else if (size > 1)
+      CHECK_MSG(all == 48, "1 element over 12 blocks: %ld combines, not the rounds' 48", all);
+    else
+      CHECK(all == 28 || all == 48);
+  }
+}
+
 /* An inclusive scan of inexact doubles: near the prefix over gids. */
 static int near_prefix(void *data, blk_proxy *p, void *user) {
   (void)p;
@@ -490,6 +532,7 @@ int main(int argc, char **argv) {
       scan_inexact(m, a, k);
       if (k == 2) user_op(m, a, n, k, folded_only);
     }
+    if (n == 12) fold_choice(m, a, n, size);
     blk_arrays bad = BLK_ARRAYS_INIT;
     bad.array = array_of;
     bad.k = 1;
