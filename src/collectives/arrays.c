@@ -829,7 +829,7 @@ static uint64_t assigner_print(const blk_assigner *a) {
  * a message: folding 1009 blocks to 1008 = 2^4 3^2 7 keeps rounds of 3
  * and 7, while to 512 = 2^9 costs two fold rounds but sends each array
  * once a round, which pays for large arrays and not for small ones
- * (docs/performance.md, 16). For the swap patterns only: a tree (merge,
+ * (docs/performance.md, 16 and 16.1). For the swap patterns only: a tree (merge,
  * broadcast, TREE all-reduce) moves (n - 1) arrays whatever its radix, so
  * a narrower fold only adds rounds (measured: up to 2x slower at 2 ranks).
  * A count whose two folds agree (every count whose factors are at most k)
@@ -844,8 +844,14 @@ static int fold_width(blk_master *m, const blk_assigner *a, int pattern, int k, 
   if (blk__fold_base_within(n, k) == blk__fold_base_within(n, wide)) return wide;
   kept_partners *kp = kept_of(m, rc);
   if (!kp) return -1;
-  fold_key key = {pattern,          n, k, contiguous, split, blk_assigner_nranks(a), bytes,
-                  assigner_print(a)};
+  fold_key key = {.pattern = pattern,
+                  .n = n,
+                  .k = k,
+                  .contiguous = contiguous,
+                  .split = split,
+                  .nranks = blk_assigner_nranks(a),
+                  .bytes = bytes,
+                  .print = assigner_print(a)};
   int slot = 0;
   for (int i = 0; i < KEPT_PARTNERS; i++) {
     if (kp->w[i].used && same_key(&kp->w[i].key, &key)) {
