@@ -9,8 +9,11 @@
  *                   SEGMENTED_RING (64 KiB segments), AUTO          MPI_Allreduce
  *   all-to-all      blk_all_to_all_with (placed)      MPI_Alltoall
  *   scan            blk_arrays_scan (inclusive)       MPI_Scan (float sum)
+ *   exscan          blk_arrays_scan (exclusive)       MPI_Exscan (float sum)
  *   all-gather      blk_arrays_all_gather             MPI_Allgather (a block's piece
  *                                                     is count / blocks elements)
+ *   all-gatherv     blk_all_gather (pieces of any     MPI_Allgatherv (block or rank
+ *                   size, copied out by take)         g brings a share 1 + g mod 4)
  *   agreement       blk_master_foreach, no-op callbacks MPI_Allreduce (1 int, MIN)
  *                   (the cost of a collective's closing agreement, which
  *                   makes a failure on any rank every rank's; no data, so
@@ -64,7 +67,9 @@ enum {
   ALL_REDUCE_AUTO,
   ALL_TO_ALL,
   SCAN,
+  EXSCAN,
   ALL_GATHER,
+  ALL_GATHERV,
   AGREEMENT,
   NPATTERNS
 };
@@ -85,7 +90,9 @@ static const pattern_info patterns[NPATTERNS] = {
     {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
     {"all_to_all", "blk_all_to_all_with (placed)", "MPI_Alltoall"},
     {"scan", "blk_arrays_scan (inclusive)", "MPI_Scan"},
+    {"exscan", "blk_arrays_scan (exclusive)", "MPI_Exscan"},
     {"all_gather", "blk_arrays_all_gather", "MPI_Allgather"},
+    {"all_gatherv", "blk_all_gather (pieces of any size)", "MPI_Allgatherv"},
     {"agreement", "blk_master_foreach (no-op callbacks)", "MPI_Allreduce (1 int)"},
 };
 
@@ -142,6 +149,7 @@ typedef struct bench {
   size_t mpi_chunk;                  /* MPI_Alltoall: bytes from one rank to one rank */
   unsigned char *send, *recv, *orig; /* MPI's buffers */
   size_t mpi_bytes;                  /* their size */
+  int *vcounts, *vdispls;            /* MPI_Allgatherv's, a rank's piece by rank */
   float sum_blocks[PERIOD];          /* sum over gids of value(g, i) by i mod PERIOD */
   float sum_ranks[PERIOD];           /* the same over ranks */
 } bench;
@@ -205,6 +213,26 @@ static void prefix_sums(float want[PERIOD], int upto) {
     for (int g = 0; g <= upto; g++) s += value(g, i);
     want[i] = s;
   }
+}
+
+/* Where piece g of count elements over n begins when piece h's share is
+ * 1 + h mod 4 (all_gatherv's uneven pieces, each at least one element once
+ * count >= 4 n). */
+static uint64_t shares_before(int g) { /* sum of 1 + h mod 4 over h < g */
+  int r = g % 4; /* each whole run of four adds h mod 4 = 0 + 1 + 2 + 3, the last 0 + .. + r-1 */
+  return (uint64_t)g + 6 * (uint64_t)(g / 4) + (uint64_t)(r * (r - 1) / 2);
+}
+
+static size_t vbegin(size_t count, int n, int g) {
+  return (size_t)((uint64_t)count * shares_before(g) / shares_before(n));
+}
+
+static int is_gather(int pattern) {
+  return pattern == ALL_GATHER || pattern == ALL_GATHERV;
+}
+
+static size_t piece_begin(const bench *b, size_t count, int n, int g) {
+  return b->pattern == ALL_GATHERV ? vbegin(count, n, g) : blk_arrays_piece_begin(count, n, g);
 }
 
 static int is_a2a(int pattern) {
@@ -313,11 +341,11 @@ static void setup_blocks(bench *b) {
       /* An all-gather starts with its own piece only; the rest NaN, so a
        * piece that never arrives shows. */
       float *v = (float *)(void *)bl->orig;
-      size_t from = blk_arrays_piece_begin(b->count, b->nblocks, bl->gid);
-      size_t to = blk_arrays_piece_begin(b->count, b->nblocks, bl->gid + 1);
-      if (b->pattern == ALL_GATHER) memset(bl->orig, 0xFF, bl->bytes);
+      size_t from = piece_begin(b, b->count, b->nblocks, bl->gid);
+      size_t to = piece_begin(b, b->count, b->nblocks, bl->gid + 1);
+      if (is_gather(b->pattern)) memset(bl->orig, 0xFF, bl->bytes);
       for (size_t i = 0; i < b->count; i++)
-        if (b->pattern != ALL_GATHER || (i >= from && i < to)) v[i] = value(bl->gid, i);
+        if (!is_gather(b->pattern) || (i >= from && i < to)) v[i] = value(bl->gid, i);
     }
     memcpy(bl->data, bl->orig, bl->bytes);
     memset(bl->recv, 0, bl->bytes);
@@ -382,6 +410,27 @@ static int a2a_receive(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
+/* all_gatherv: a block brings its uneven piece of its array... */
+static int gv_give(void *data, int gid, const void **out, size_t *size, void *user) {
+  const bench *b = user;
+  block *bl = data;
+  size_t from = vbegin(b->count, b->nblocks, gid), to = vbegin(b->count, b->nblocks, gid + 1);
+  *out = bl->data + from * sizeof(float);
+  *size = (to - from) * sizeof(float);
+  return 0;
+}
+
+/* ... and copies all of them into it, as MPI_Allgatherv fills its receive
+ * buffer (the check reads the array after the timed calls). */
+static int gv_take(void *data, int gid, const void *all, const size_t *offsets, int n, void *user) {
+  const bench *b = user;
+  block *bl = data;
+  (void)gid;
+  if (n != b->nblocks || offsets[n] != b->count * sizeof(float)) return -1;
+  memcpy(bl->data, all, offsets[n]);
+  return 0;
+}
+
 static void blk_run(bench *b) {
   blk_arrays spec = BLK_ARRAYS_INIT;
   spec.array = array_of;
@@ -416,10 +465,15 @@ static void blk_run(bench *b) {
       break;
     }
     case SCAN:
-      rc = blk_arrays_scan(b->m, b->a, &spec, BLK_SCAN_INCLUSIVE);
+    case EXSCAN:
+      rc = blk_arrays_scan(b->m, b->a, &spec,
+                           b->pattern == SCAN ? BLK_SCAN_INCLUSIVE : BLK_SCAN_EXCLUSIVE);
       break;
     case ALL_GATHER:
       rc = blk_arrays_all_gather(b->m, b->a, &spec);
+      break;
+    case ALL_GATHERV:
+      rc = blk_all_gather(b->m, b->a, b->o.k, gv_give, gv_take, b);
       break;
     case AGREEMENT:
       rc = blk_master_foreach(b->m, count_call, NULL);
@@ -473,6 +527,13 @@ static void mpi_run(bench *b) {
     case SCAN:
       rc = MPI_Scan(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       break;
+    case EXSCAN:
+      rc = MPI_Exscan(b->send, b->recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      break;
+    case ALL_GATHERV:
+      rc = MPI_Allgatherv((float *)(void *)b->send + b->vdispls[b->rank], b->vcounts[b->rank],
+                          MPI_FLOAT, b->recv, b->vcounts, b->vdispls, MPI_FLOAT, MPI_COMM_WORLD);
+      break;
     case ALL_GATHER: {
       int piece = n / b->size;
       rc = MPI_Allgather((float *)(void *)b->send + (size_t)b->rank * (size_t)piece, piece,
@@ -515,6 +576,16 @@ static void setup_mpi(bench *b) {
   }
   memcpy(b->send, b->orig, b->bytes);
   memset(b->recv, 0, b->bytes);
+  if (b->pattern == ALL_GATHERV) {
+    free(b->vcounts);
+    free(b->vdispls);
+    b->vcounts = xmalloc((size_t)b->size * sizeof *b->vcounts);
+    b->vdispls = xmalloc((size_t)b->size * sizeof *b->vdispls);
+    for (int q = 0; q < b->size; q++) {
+      b->vdispls[q] = (int)vbegin(b->mpi_count, b->size, q);
+      b->vcounts[q] = (int)vbegin(b->mpi_count, b->size, q + 1) - b->vdispls[q];
+    }
+  }
 }
 
 /* ----------------------------------------------------------------- checks */
@@ -547,16 +618,18 @@ static void check_blk(const bench *b) {
         check_floats(b, "blk", bl->gid, v, blk_arrays_piece_begin(b->count, b->nblocks, bl->gid),
                      blk_arrays_piece_begin(b->count, b->nblocks, bl->gid + 1), b->sum_blocks, 0);
         break;
-      case SCAN: {
+      case SCAN:
+      case EXSCAN: {
         float want[PERIOD];
-        prefix_sums(want, bl->gid);
+        prefix_sums(want, b->pattern == SCAN ? bl->gid : bl->gid - 1); /* gid 0: none, 0 */
         check_floats(b, "blk", bl->gid, v, 0, b->count, want, 0);
         break;
       }
       case ALL_GATHER:
+      case ALL_GATHERV:
         for (int g = 0; g < b->nblocks; g++)
-          check_floats(b, "blk", bl->gid, v, blk_arrays_piece_begin(b->count, b->nblocks, g),
-                       blk_arrays_piece_begin(b->count, b->nblocks, g + 1), NULL, g);
+          check_floats(b, "blk", bl->gid, v, piece_begin(b, b->count, b->nblocks, g),
+                       piece_begin(b, b->count, b->nblocks, g + 1), NULL, g);
         break;
       case AGREEMENT:
         if (bl->calls != 1)
@@ -608,12 +681,19 @@ static void check_mpi(const bench *b) {
           if (b->recv[(size_t)q * b->mpi_chunk + j] != byte_of(q, b->rank, j))
             die(b, "WRONG RESULT: all_to_all, MPI: rank %d byte %zu from rank %d", b->rank, j, q);
       break;
-    case SCAN: {
+    case SCAN:
+    case EXSCAN: { /* MPI_Exscan leaves rank 0's result undefined */
       float want[PERIOD];
-      prefix_sums(want, b->rank);
-      check_floats(b, "MPI", b->rank, recv, 0, b->mpi_count, want, 0);
+      prefix_sums(want, b->pattern == SCAN ? b->rank : b->rank - 1);
+      if (b->pattern == SCAN || b->rank > 0)
+        check_floats(b, "MPI", b->rank, recv, 0, b->mpi_count, want, 0);
       break;
     }
+    case ALL_GATHERV:
+      for (int q = 0; q < b->size; q++)
+        check_floats(b, "MPI", b->rank, recv, vbegin(b->mpi_count, b->size, q),
+                     vbegin(b->mpi_count, b->size, q + 1), NULL, q);
+      break;
     case ALL_GATHER: {
       size_t piece = b->mpi_count / (size_t)b->size;
       for (int q = 0; q < b->size; q++)
@@ -733,7 +813,34 @@ static void traffic(const bench *b, double *inside, double *across) {
     for (int g = 0; g < n && n > 1; g++)
       for (int q = 0; q < n; q++)
         account(b, g, (g + 1) % n, 2.0 * (n - 1) / n * piece_bytes(b, q, q + 1), inside, across);
-  } else if (alg == BLK_ARRAYS_BUTTERFLY || b->pattern == SCAN) {
+  } else if (b->pattern == ALL_GATHERV) {
+    /* contiguous swap rounds: a block sends the run of pieces it holds to
+     * the others of its group, and holds the group's runs after */
+    rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, 1);
+    if (rc) die(b, "partners: %s", blk_last_error());
+    int *lo = xmalloc((size_t)n * sizeof *lo), *hi = xmalloc((size_t)n * sizeof *hi),
+        *nlo = xmalloc((size_t)n * sizeof *nlo), *nhi = xmalloc((size_t)n * sizeof *nhi);
+    for (int g = 0; g < n; g++) lo[g] = g, hi[g] = g + 1;
+    for (int e = 0; e < blk_partners_rounds(p); e++) {
+      for (int g = 0; g < n; g++) {
+        int k = blk_partners_out(p, e, g, gids, n);
+        nlo[g] = lo[g], nhi[g] = hi[g];
+        for (int j = 0; j < k; j++) {
+          account(b, g, gids[j],
+                  (double)(vbegin(b->count, n, hi[g]) - vbegin(b->count, n, lo[g])) * sizeof(float),
+                  inside, across);
+          if (lo[gids[j]] < nlo[g]) nlo[g] = lo[gids[j]];
+          if (hi[gids[j]] > nhi[g]) nhi[g] = hi[gids[j]];
+        }
+      }
+      memcpy(lo, nlo, (size_t)n * sizeof *lo);
+      memcpy(hi, nhi, (size_t)n * sizeof *hi);
+    }
+    free(lo);
+    free(hi);
+    free(nlo);
+    free(nhi);
+  } else if (alg == BLK_ARRAYS_BUTTERFLY || b->pattern == SCAN || b->pattern == EXSCAN) {
     /* every block sends its whole array to every other member of its group
      * (a scan: its range's total) */
     rc = blk_partners_create(&p, BLK_SWAP, 1, &n, b->o.k, 1);
@@ -928,7 +1035,8 @@ static const char usage[] =
     "                                   six), all_reduce_tree, all_reduce_split,\n"
     "                                   all_reduce_butterfly, all_reduce_ring,\n"
     "                                   all_reduce_segmented_ring, all_reduce_auto, all_to_all,\n"
-    "                                   scan, all_gather, agreement, all (the default)\n"
+    "                                   scan, exscan, all_gather, all_gatherv, agreement,\n"
+    "                                   all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 
@@ -1125,9 +1233,9 @@ int main(int argc, char **argv) {
       b->mpi_chunk = bytes / (size_t)b->size;
       int blk_ok = !o->mpi_only && (is_a2a(pat) ? b->chunk > 0 : b->count > 0);
       int mpi_ok = !o->blk_only &&
-                   (is_a2a(pat)                                  ? b->mpi_chunk > 0
-                    : pat == REDUCE_SCATTER || pat == ALL_GATHER ? b->mpi_count >= (size_t)b->size
-                                                                 : b->mpi_count > 0);
+                   (is_a2a(pat)                               ? b->mpi_chunk > 0
+                    : pat == REDUCE_SCATTER || is_gather(pat) ? b->mpi_count >= (size_t)b->size
+                                                              : b->mpi_count > 0);
       if (pat == REDUCE_SCATTER || pat == ALL_GATHER)
         b->mpi_count -= b->mpi_count % (size_t)b->size;
       r.reps = o->reps ? o->reps : auto_reps(bytes);
@@ -1163,6 +1271,8 @@ int main(int argc, char **argv) {
   unmap_bytes(b->send, b->mpi_bytes);
   unmap_bytes(b->recv, b->mpi_bytes);
   unmap_bytes(b->orig, b->mpi_bytes);
+  free(b->vcounts);
+  free(b->vdispls);
   blk_master_destroy(b->m);
   blk_assigner_destroy(b->a);
   MPI_Finalize();
