@@ -6,7 +6,7 @@
  *   broadcast       blk_arrays_broadcast (TREE)       MPI_Bcast
  *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
  *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, RING,
- *                   SEGMENTED_RING (64 KiB segments), AUTO          MPI_Allreduce
+ *                   SEGMENTED_RING (--segment), AUTO                MPI_Allreduce
  *   all-to-all      blk_all_to_all_with (placed)      MPI_Alltoall
  *   scan            blk_arrays_scan (inclusive)       MPI_Scan (float sum)
  *   exscan          blk_arrays_scan (exclusive)       MPI_Exscan (float sum)
@@ -39,7 +39,15 @@
  * array, the floor of the rounds that stay inside a rank.
  *
  *   mpiexec -n 2 blk-bench [--sizes 16:16M:4] [--blocks-per-rank 1] [--k 2]
- *       [--halving] [--threads 1|auto] [--reps N] [--warmup N] [--patterns LIST]
+ *       [--halving] [--threads 1|auto] [--segment BYTES] [--reps N] [--warmup N]
+ *       [--patterns LIST] [--versus-threads T|auto] [--versus-segment BYTES]
+ *
+ * With --versus-threads or --versus-segment blk-bench times blk against
+ * itself instead of MPI: configuration A (--threads, --segment) and B (the
+ * versus values, the rest as A), one repetition of each back to back in
+ * alternating order, and prints the median of the repetitions' B/A ratios
+ * with its 95% interval (paired.h). B with other threads runs on a second
+ * master holding the same blocks.
  *       [--mpi-only | --blk-only] [--csv FILE] [--json FILE]
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
@@ -54,6 +62,7 @@
 #include <sys/mman.h>
 
 #include "bench_util.h"
+#include "paired.h"
 
 enum {
   REDUCE,
@@ -104,6 +113,10 @@ typedef struct options {
   size_t sizes[MAX_SIZES];
   int nsizes;
   int blocks_per_rank, blocks, k, halving, threads, reps, warmup;
+  size_t segment; /* SEGMENTED_RING's spec.segment (0: blk's default) */
+  int versus;     /* B against A (--versus-*) instead of blk against MPI */
+  int versus_threads;
+  size_t versus_segment;
   int run[NPATTERNS];
   int mpi_only, blk_only;
   const char *csv, *json;
@@ -132,13 +145,18 @@ typedef struct row {
   int reps;
   stats blk, mpi;
   double inside, across, copy;
+  paired versus; /* --versus-*: B against A */
 } row;
 
 typedef struct bench {
   options o;
   int rank, size, nblocks;
-  int threads; /* blk's threads on this rank (--threads auto: what it came to) */
-  blk_master *m;
+  int threads;        /* blk's threads on this rank (--threads auto: what it came to) */
+  blk_master *m;      /* the master the operations run on now: ms[0] or ms[1] */
+  blk_master *ms[2];  /* A's and B's (the same one unless --versus-threads) */
+  size_t segments[2]; /* A's and B's spec.segment */
+  size_t segment;     /* the one in use now */
+  int versus_threads; /* what B's threads came to */
   blk_assigner *a;
   int pattern;
   size_t bytes;                      /* per rank */
@@ -456,6 +474,7 @@ static void blk_run(bench *b) {
     case ALL_REDUCE_SEGMENTED_RING:
     case ALL_REDUCE_AUTO:
       spec.algorithm = algorithm_of(b->pattern);
+      spec.segment = b->segment;
       rc = blk_arrays_all_reduce(b->m, b->a, &spec);
       break;
     case ALL_TO_ALL: {
@@ -735,6 +754,48 @@ static stats time_loop(bench *b, void (*run)(bench *), void (*prepare)(bench *, 
   return (stats){lo, hi, sum / b->size, 1};
 }
 
+/* Configuration s (0: A, 1: B) for the next operations. */
+static void use(bench *b, int s) {
+  b->m = b->ms[s];
+  b->segment = b->segments[s];
+}
+
+/* A and B timed in pairs (paired.h): each repetition runs A and B back to
+ * back, A first on even repetitions and B first on odd ones; a
+ * configuration's time in a repetition is its slowest rank's. Then each
+ * runs once more, untimed, and its results are checked (A and B may share
+ * the master, and so the blocks). */
+static paired time_versus(bench *b, int reps, int warmup) {
+  double *t = xmalloc(5 * (size_t)reps * sizeof *t), *ta = t, *tb = t + reps;
+  for (int w = 0; w < warmup; w++)
+    for (int s = 0; s < 2; s++) {
+      use(b, s);
+      blk_prepare(b, 0);
+      blk_run(b);
+    }
+  for (int r = 0; r < reps; r++)
+    for (int j = 0; j < 2; j++) {
+      int s = (r + j) % 2;
+      use(b, s);
+      blk_prepare(b, 0);
+      MPI_Barrier(MPI_COMM_WORLD);
+      double t0 = MPI_Wtime();
+      blk_run(b);
+      (s ? tb : ta)[r] = (MPI_Wtime() - t0) * 1e6;
+    }
+  MPI_Allreduce(MPI_IN_PLACE, t, 2 * reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  for (int s = 0; s < 2; s++) {
+    use(b, s);
+    blk_prepare(b, 1);
+    blk_run(b);
+    check_blk(b);
+  }
+  use(b, 0);
+  paired sum = paired_summary(ta, tb, reps, t + 2 * reps);
+  free(t);
+  return sum;
+}
+
 static int auto_reps(size_t bytes) {
   size_t r = ((size_t)1 << 30) / (bytes ? bytes : 1);
   return r < 50 ? 50 : r > 2000 ? 2000 : (int)r;
@@ -781,6 +842,7 @@ static void traffic(const bench *b, double *inside, double *across) {
     spec.count = b->count;
     spec.k = b->o.k;
     spec.algorithm = algorithm_of(b->pattern);
+    spec.segment = b->segment;
     alg = blk_arrays_all_reduce_algorithm(b->m, b->a, &spec);
   }
   int n = b->nblocks,
@@ -952,6 +1014,57 @@ static void print_row(const row *r) {
   fflush(stdout);
 }
 
+/* What configuration s is, for the versus tables. */
+static void describe(const bench *b, int s, char *out, size_t n) {
+  int threads = s ? b->versus_threads : b->threads;
+  size_t seg = b->segments[s];
+  snprintf(out, n, "%d thread%s", threads, threads > 1 ? "s" : "");
+  if (seg) snprintf(out + strlen(out), n - strlen(out), ", segment %zu", seg);
+}
+
+static void print_versus_header(const bench *b, int pattern) {
+  char a[64], bb[64];
+  describe(b, 0, a, sizeof a);
+  describe(b, 1, bb, sizeof bb);
+  printf("\n### %s: %s, B (%s) against A (%s)\n\n", patterns[pattern].name, patterns[pattern].blk,
+         bb, a);
+  printf(
+      "%d ranks x %d blocks per rank, k = %d; a repetition's time is its slowest rank's; "
+      "B/A = median of the repetitions' ratios, with its 95%% interval\n\n",
+      b->size, b->o.blocks_per_rank, b->o.k);
+  printf(
+      "| bytes | repetitions | A median[usec] | B median[usec] | B/A | 95%% low | 95%% high |\n");
+  printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+  fflush(stdout);
+}
+
+static void print_versus_row(const row *r) {
+  printf("| %zu | %d |", r->bytes, r->reps);
+  print_time(r->versus.a_median);
+  print_time(r->versus.b_median);
+  printf(" %.3f | %.3f | %.3f |\n", r->versus.median, r->versus.lo, r->versus.hi);
+  fflush(stdout);
+}
+
+static void write_versus_csv(const bench *b, const row *rows, int nrows) {
+  FILE *f = fopen(b->o.csv, "w");
+  if (!f) die(b, "cannot write %s", b->o.csv);
+  char a[64], bb[64];
+  describe(b, 0, a, sizeof a);
+  describe(b, 1, bb, sizeof bb);
+  fprintf(f,
+          "pattern,a,b,ranks,blocks_per_rank,k,bytes,repetitions,a_median_usec,b_median_usec,"
+          "ratio,ratio_low,ratio_high\n");
+  for (int i = 0; i < nrows; i++) {
+    const row *r = &rows[i];
+    fprintf(f, "%s,\"%s\",\"%s\",%d,%d,%d,%zu,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+            patterns[r->pattern].name, a, bb, b->size, b->o.blocks_per_rank, b->o.k, r->bytes,
+            r->reps, r->versus.a_median, r->versus.b_median, r->versus.median, r->versus.lo,
+            r->versus.hi);
+  }
+  fclose(f);
+}
+
 static void write_file(const bench *b, const row *rows, int nrows, int json) {
   const char *path = json ? b->o.json : b->o.csv;
   FILE *f = fopen(path, "w");
@@ -1028,6 +1141,8 @@ static const char usage[] =
     "                                   the array collectives fix their order\n"
     "  --threads T | auto               blk's threads per rank (default 1; auto: what\n"
     "                                   BLK_THREADS_AUTO, blk's default, comes to)\n"
+    "  --segment BYTES                  all_reduce_segmented_ring's most bytes a message\n"
+    "                                   (default: blk's, BLK_ARRAYS_SEGMENT_BYTES)\n"
     "  --reps N                         timed repetitions (default by size: 1 GiB / bytes,\n"
     "                                   between 50 and 2000)\n"
     "  --warmup N                       untimed repetitions first (default reps / 10, >= 2)\n"
@@ -1038,6 +1153,9 @@ static const char usage[] =
     "                                   scan, exscan, all_gather, all_gatherv, agreement,\n"
     "                                   all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
+    "  --versus-threads T | auto        time blk with T threads (B) against --threads (A),\n"
+    "                                   in pairs of repetitions, instead of against MPI\n"
+    "  --versus-segment BYTES           the same with B's segment for SEGMENTED_RING\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 
 static size_t parse_bytes(const char *s, int *ok) {
@@ -1118,6 +1236,13 @@ static int parse(options *o, int argc, char **argv, int rank) {
       ok = (o->k = atoi(v)) >= 2;
     else if (!strcmp(a, "--threads") && v)
       ok = !strcmp(v, "auto") ? (o->threads = BLK_THREADS_AUTO) != 0 : (o->threads = atoi(v)) >= 1;
+    else if (!strcmp(a, "--segment") && v)
+      ok = (o->segment = parse_bytes(v, &ok)) > 0 && ok;
+    else if (!strcmp(a, "--versus-threads") && v)
+      o->versus = 1, ok = !strcmp(v, "auto") ? (o->versus_threads = BLK_THREADS_AUTO) != 0
+                                             : (o->versus_threads = atoi(v)) >= 1;
+    else if (!strcmp(a, "--versus-segment") && v)
+      o->versus = 1, ok = (o->versus_segment = parse_bytes(v, &ok)) > 0 && ok;
     else if (!strcmp(a, "--reps") && v)
       ok = (o->reps = atoi(v)) >= 1;
     else if (!strcmp(a, "--warmup") && v)
@@ -1136,7 +1261,7 @@ static int parse(options *o, int argc, char **argv, int rank) {
       o->blk_only = 1, takes = 0;
     else
       ok = 0;
-    if (!ok || (o->mpi_only && o->blk_only)) {
+    if (!ok || (o->mpi_only && o->blk_only) || (o->versus && (o->mpi_only || o->json))) {
       if (rank == 0) fprintf(stderr, "blk-bench: bad option near '%s'\n%s", a, usage);
       return 0;
     }
@@ -1146,6 +1271,26 @@ static int parse(options *o, int argc, char **argv, int rank) {
 }
 
 /* ------------------------------------------------------------------- main */
+
+/* A master with the given threads, holding this rank's blocks. */
+static blk_master *make_master(bench *b, int threads) {
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = threads;
+  mc.destroy = destroy_block;
+  blk_master *m = NULL;
+  if (blk_master_create(&m, MPI_COMM_WORLD, &mc)) die(b, "master: %s", blk_last_error());
+  int *gids = xmalloc((size_t)b->nblocks * sizeof *gids);
+  int nlocal = blk_assigner_local_gids(b->a, b->rank, gids, b->nblocks);
+  for (int i = 0; i < nlocal; i++) {
+    block *bl = calloc(1, sizeof *bl);
+    if (!bl) die(b, "out of memory");
+    bl->gid = gids[i];
+    bl->bad_src = -1;
+    if (blk_master_add(m, gids[i], bl, NULL, 0)) die(b, "add: %s", blk_last_error());
+  }
+  free(gids);
+  return m;
+}
 
 int main(int argc, char **argv) {
   int provided;
@@ -1164,21 +1309,13 @@ int main(int argc, char **argv) {
     b->o.blocks_per_rank = (o->blocks + b->size - 1) / b->size;
   if (blk_assigner_create_contiguous(&b->a, b->size, b->nblocks))
     die(b, "assigner: %s", blk_last_error());
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = o->threads;
-  mc.destroy = destroy_block;
-  if (blk_master_create(&b->m, MPI_COMM_WORLD, &mc)) die(b, "master: %s", blk_last_error());
-  b->threads = blk_master_threads(b->m); /* what auto came to (rank 0's, in the output) */
-  int *gids = xmalloc((size_t)b->nblocks * sizeof *gids);
-  int nlocal = blk_assigner_local_gids(b->a, b->rank, gids, b->nblocks);
-  for (int i = 0; i < nlocal; i++) {
-    block *bl = calloc(1, sizeof *bl);
-    if (!bl) die(b, "out of memory");
-    bl->gid = gids[i];
-    bl->bad_src = -1;
-    if (blk_master_add(b->m, gids[i], bl, NULL, 0)) die(b, "add: %s", blk_last_error());
-  }
-  free(gids);
+  b->ms[0] = b->ms[1] = make_master(b, o->threads);
+  if (o->versus_threads) b->ms[1] = make_master(b, o->versus_threads);
+  b->segments[0] = o->segment;
+  b->segments[1] = o->versus_segment ? o->versus_segment : o->segment;
+  use(b, 0);
+  b->threads = blk_master_threads(b->ms[0]); /* what auto came to (rank 0's, in the output) */
+  b->versus_threads = blk_master_threads(b->ms[1]);
   sums(b->sum_blocks, b->nblocks);
   sums(b->sum_ranks, b->size);
 
@@ -1217,7 +1354,7 @@ int main(int argc, char **argv) {
   for (int pat = 0; pat < NPATTERNS; pat++) {
     if (!o->run[pat]) continue;
     b->pattern = pat;
-    if (b->rank == 0) print_header(b, pat);
+    if (b->rank == 0) (o->versus ? print_versus_header : print_header)(b, pat);
     for (int si = 0; si < o->nsizes; si++) {
       size_t bytes = o->sizes[si];
       row r;
@@ -1232,7 +1369,7 @@ int main(int argc, char **argv) {
       b->mpi_count = bytes / sizeof(float);
       b->mpi_chunk = bytes / (size_t)b->size;
       int blk_ok = !o->mpi_only && (is_a2a(pat) ? b->chunk > 0 : b->count > 0);
-      int mpi_ok = !o->blk_only &&
+      int mpi_ok = !o->blk_only && !o->versus &&
                    (is_a2a(pat)                               ? b->mpi_chunk > 0
                     : pat == REDUCE_SCATTER || is_gather(pat) ? b->mpi_count >= (size_t)b->size
                                                               : b->mpi_count > 0);
@@ -1250,6 +1387,17 @@ int main(int argc, char **argv) {
           if (is_all_reduce(pat)) allreduce_mpi[si] = r.mpi;
         }
       }
+      if (blk_ok && o->versus) {
+        for (int s = 1; s >= 0; s--) {
+          use(b, s);
+          setup_blocks(b);
+        }
+        r.versus = time_versus(b, r.reps, warmup);
+        r.blk.valid = 1;
+        if (b->rank == 0) print_versus_row(&r);
+        rows[nrows++] = r;
+        continue;
+      }
       if (blk_ok) {
         setup_blocks(b);
         r.blk = time_loop(b, blk_run, blk_prepare, r.reps, warmup);
@@ -1263,7 +1411,9 @@ int main(int argc, char **argv) {
       rows[nrows++] = r;
     }
   }
-  if (b->rank == 0) {
+  if (b->rank == 0 && o->versus) {
+    if (o->csv) write_versus_csv(b, rows, nrows);
+  } else if (b->rank == 0) {
     if (o->csv) write_file(b, rows, nrows, 0);
     if (o->json) write_file(b, rows, nrows, 1);
   }
@@ -1273,7 +1423,8 @@ int main(int argc, char **argv) {
   unmap_bytes(b->orig, b->mpi_bytes);
   free(b->vcounts);
   free(b->vdispls);
-  blk_master_destroy(b->m);
+  if (b->ms[1] != b->ms[0]) blk_master_destroy(b->ms[1]);
+  blk_master_destroy(b->ms[0]);
   blk_assigner_destroy(b->a);
   MPI_Finalize();
   return 0;
