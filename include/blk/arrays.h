@@ -30,9 +30,12 @@
  *                    large arrays over few blocks (one per rank).
  *   BLK_ARRAYS_SEGMENTED_RING  the ring with each step's piece sent in
  *                    segments of at most spec->segment bytes, one per
- *                    round, so that gid + 1 adds a segment while the next
- *                    is on its way (Open MPI's segmented ring): 2 (n-1) S
- *                    rounds for S segments a piece.
+ *                    round (Open MPI's segmented ring): 2 (n-1) S rounds
+ *                    for S segments a piece. A segment leaves when its
+ *                    round's callback returns, so segments overlap no
+ *                    combine with a transfer; what they buy is smaller
+ *                    messages, and, with several blocks on a rank, a
+ *                    segment the next block combines while it is in cache.
  *   BLK_ARRAYS_AUTO  with one block per rank (n <= ranks): BUTTERFLY below
  *                    BLK_ARRAYS_SPLIT_BYTES, SPLIT above. With several
  *                    blocks per rank on several ranks: TREE (its early
@@ -94,8 +97,13 @@ typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_SEGMENTED_RING = 5
 } blk_arrays_algorithm;
 
-/* SEGMENTED_RING's segment when spec->segment is 0: 64 KiB. */
+/* SEGMENTED_RING's segment when spec->segment is 0: 64 KiB when a rank
+ * holds several of the blocks (n > ranks), where a segment that the next
+ * block on the rank reads at once is still in cache; 1 MiB (Open MPI's
+ * default) when each block is on a rank of its own, where segments only add
+ * rounds. */
 #define BLK_ARRAYS_SEGMENT_BYTES 65536
+#define BLK_ARRAYS_SEGMENT_BYTES_SPREAD 1048576
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers SPLIT (see
  * above): the low end of the range where the two cost the same at 2 ranks
@@ -133,7 +141,7 @@ typedef struct blk_arrays {
   blk_arrays_algorithm algorithm;
   void *user; /* passed to array (and combine) */
   /* Version 2: */
-  size_t segment; /* SEGMENTED_RING's most bytes a message; 0: BLK_ARRAYS_SEGMENT_BYTES */
+  size_t segment; /* SEGMENTED_RING's most bytes a message; 0: the default above */
   /* Version 3: */
   blk_array_op_fn combine; /* not NULL: the op (op is then not used); gets user */
 } blk_arrays;

@@ -558,10 +558,15 @@ static int ring_round(void *block, blk_proxy *p, void *user) {
 
 /* The segments of a piece: 1 for RING; for SEGMENTED_RING, enough that
  * none is over the segment size. 0 when the rounds would pass
- * RING_MAX_ROUNDS (the segment is too small for the array). */
-static int ring_segments(const blk_arrays *spec, size_t elem, int n) {
+ * RING_MAX_ROUNDS (the segment is too small for the array). The default
+ * segment (blk/arrays.h) is the larger one when no rank holds two blocks:
+ * a segment costs a round, and pays only where the next block of the ring
+ * reads it on the same rank while it is still in cache. */
+static int ring_segments(const blk_arrays *spec, size_t elem, int n, int ranks) {
   if (spec->algorithm != BLK_ARRAYS_SEGMENTED_RING || n < 2) return 1;
-  size_t seg = spec->version >= 2 && spec->segment ? spec->segment : BLK_ARRAYS_SEGMENT_BYTES;
+  size_t seg = spec->version >= 2 && spec->segment ? spec->segment
+               : n <= ranks                        ? BLK_ARRAYS_SEGMENT_BYTES_SPREAD
+                                                   : BLK_ARRAYS_SEGMENT_BYTES;
   size_t per = seg / elem ? seg / elem : 1; /* elements a segment */
   size_t piece = spec->count / (size_t)n + (spec->count % (size_t)n != 0);
   size_t S = piece / per + (piece % per != 0);
@@ -1079,7 +1084,7 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
   if ((size_t)n - 1 > (size_t)RING_MAX_ROUNDS / 2)
     return blk__fail(BLK_EINVAL, "arrays: a ring over %d blocks takes more than %d rounds", n,
                      RING_MAX_ROUNDS);
-  int S = ring_segments(spec, elem, n);
+  int S = ring_segments(spec, elem, n, blk_assigner_nranks(a));
   if (!S)
     return blk__fail(BLK_EINVAL,
                      "arrays: segments of %zu bytes over %zu elements and %d blocks take more than "
