@@ -99,9 +99,9 @@ typedef enum blk_arrays_algorithm {
 
 /* SEGMENTED_RING's segment when spec->segment is 0: 64 KiB when a rank
  * holds several of the blocks (n > ranks), where a segment that the next
- * block on the rank reads at once is still in cache; 1 MiB (Open MPI's
- * default) when each block is on a rank of its own, where segments only add
- * rounds. */
+ * block on the rank reads at once is still in cache; 1 MiB (the segment of
+ * Open MPI's fixed rules) when each block is on a rank of its own, where
+ * segments only add rounds. */
 #define BLK_ARRAYS_SEGMENT_BYTES 65536
 #define BLK_ARRAYS_SEGMENT_BYTES_SPREAD 1048576
 
