@@ -19,33 +19,27 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 pc=$(dirname "$(find "$work/prefix" -name blk.pc | head -1)")
 export PKG_CONFIG_PATH=$pc
 
-# The fenced block after each "<!-- kind: arg -->" line of a doc: "arg<TAB>line".
-extract() { # kind doc
-  awk -v kind="$1" '
-    $0 ~ "^<!-- " kind ": " { arg = $0; sub("^<!-- " kind ": *", "", arg); sub(" *-->$", "", arg); want = 1; next }
-    want && /^```/ && !inside { inside = 1; next }
-    inside && /^```/ { inside = 0; want = 0; next }
-    inside { print arg "\t" $0 }' "$2"
-}
+# shellcheck source=doc_blocks.sh
+. "$source/tests/doc_blocks.sh"
 
 programs=0
 for doc in "$source"/docs/*.md; do
   [ "$(basename "$doc")" = tutorial.md ] && continue
-  files=$(extract file "$doc" | cut -f1 | sort -u)
+  files=$(doc_blocks file "$doc" | cut -f1 | sort -u)
   [ -n "$files" ] || continue
   dir=$work/$(basename "$doc" .md)
   mkdir "$dir"
   cd "$dir"
   for f in $files; do
-    extract file "$doc" | awk -F'\t' -v f="$f" '$1 == f { sub(/^[^\t]*\t/, ""); print }' >"$f"
+    doc_block file "$doc" "$f" >"$f"
     # shellcheck disable=SC2046 # pkg-config's words are meant to split
     cc -std=c11 -Wall -Werror "$f" -o "${f%.c}" $(pkg-config --cflags --libs blk) ||
       fail "$(basename "$doc"): $f does not build"
     programs=$((programs + 1))
     echo "doc_programs: $(basename "$doc"): $f built"
   done
-  extract output "$doc" | cut -f1 | sort -u | while read -r cmd; do
-    want=$(extract output "$doc" | awk -F'\t' -v c="$cmd" '$1 == c { sub(/^[^\t]*\t/, ""); print }')
+  doc_blocks output "$doc" | cut -f1 | sort -u | while read -r cmd; do
+    want=$(doc_block output "$doc" "$cmd")
     got=$(eval "${cmd/#mpiexec/$mpiexec}") || fail "$(basename "$doc"): $cmd failed"
     [ "$got" = "$want" ] || fail "$(basename "$doc"): $cmd printed:
 $got

@@ -21,27 +21,21 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 mkdir "$work/hist"
 cd "$work/hist"
 
-# The fenced block after each marker line, by awk: marker kind, its argument, the text.
-extract() { # kind -> prints "arg<TAB>line" for each line of each block after <!-- kind: arg -->
-  awk -v kind="$1" '
-    $0 ~ "^<!-- " kind "(:|  *-->)" { arg = $0; sub("^<!-- " kind ":? *", "", arg); sub(" *-->$", "", arg); want = 1; next }
-    want && /^```/ && !inside { inside = 1; next }
-    inside && /^```/ { inside = 0; want = 0; next }
-    inside { print arg "\t" $0 }' "$doc"
-}
+# shellcheck source=doc_blocks.sh
+. "$source/tests/doc_blocks.sh"
 
-files=$(extract file | cut -f1 | sort -u)
+files=$(doc_blocks file "$doc" | cut -f1 | sort -u)
 [ -n "$files" ] || fail "no files in $doc"
 for f in $files; do
-  extract file | awk -F'\t' -v f="$f" '$1 == f { sub(/^[^\t]*\t/, ""); print }' >"$f"
+  doc_block file "$doc" "$f" >"$f"
 done
 
 cmake -S . -B build -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build build >/dev/null
 
 # Every shown output, from its command (mpiexec as this build found it).
-extract output | cut -f1 | sort -u | while read -r cmd; do
-  want=$(extract output | awk -F'\t' -v c="$cmd" '$1 == c { sub(/^[^\t]*\t/, ""); print }')
+doc_blocks output "$doc" | cut -f1 | sort -u | while read -r cmd; do
+  want=$(doc_block output "$doc" "$cmd")
   got=$(eval "${cmd/#mpiexec/$mpiexec}")
   [ "$got" = "$want" ] || fail "$cmd printed:
 $got
@@ -54,7 +48,7 @@ got3=$("$mpiexec" -n 3 build/hist)
 [ "$got3" = "$("$mpiexec" -n 2 build/hist)" ] || fail "3 ranks printed $got3"
 
 # The commands to run as they are.
-extract run | cut -f2- | while read -r line; do
+doc_blocks run "$doc" | cut -f2- | while read -r line; do
   eval "${line/mpiexec/$mpiexec}" >/dev/null || fail "$line"
   echo "tutorial: $line: ran"
 done
