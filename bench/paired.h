@@ -39,7 +39,8 @@ static inline double paired_median_sorted(const double *v, int n) {
 static inline paired paired_summary(const double *a, const double *b, int n, double *scratch) {
   double *ratio = scratch, *sa = scratch + n, *sb = scratch + 2 * n;
   for (int i = 0; i < n; i++) {
-    ratio[i] = a[i] > 0 ? b[i] / a[i] : NAN;
+    /* (A time of 0, below the clock, must still sort: no NaN.) */
+    ratio[i] = a[i] > 0 ? b[i] / a[i] : b[i] > 0 ? INFINITY : 1.0;
     sa[i] = a[i];
     sb[i] = b[i];
   }
