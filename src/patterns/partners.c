@@ -25,6 +25,7 @@
 #include "blk/decomposer.h"
 #include "blk/partners.h"
 #include "patterns/partners_folded.h"
+#include "patterns/partners_pipeline.h"
 #include "patterns/partners_regular.h"
 #include "patterns/partners_ring.h"
 
@@ -213,6 +214,19 @@ int blk__partners_create_ring(blk_partners **out, int nblocks, int rounds) {
   if (rc != 0) return rc;
   /* No axis, radix or position: a ring is not a digit. */
   return wrap_builtin(out, ops, s, NULL, nblocks > 1 ? 1 : 0);
+}
+
+int blk__partners_create_pipeline(blk_partners **out, int n, int k, int segments) {
+  *out = NULL;
+  blk__pipeline t;
+  int rc = blk__pipeline_init(&t, n, k, segments);
+  if (rc != 0) return rc;
+  const blk_partners_ops *ops = NULL;
+  void *s = NULL;
+  int group = 0;
+  if ((rc = blk__pipeline_create(&ops, &s, &t, &group)) != 0) return rc;
+  /* No axis, radix or position: a tree edge is not a digit's group. */
+  return wrap_builtin(out, ops, s, NULL, group);
 }
 
 /* A folded pattern's inner rounds are the inner pattern's digits; its fold
