@@ -7,7 +7,8 @@
  *                         [--reps N] [--output FILE] [--evaluate] [--evaluate-with FILE]
  *
  * For each blocks-per-rank count and array size (one block's array of
- * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING)
+ * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING,
+ * PIPELINED_TREE)
  * runs a warm-up and then N timed repetitions, each alone between barriers;
  * a rank's figure is its mean, the row's is the slowest rank's (what the
  * job waits for). Every result is checked (integer-valued floats, so the
@@ -63,13 +64,13 @@
 
 #define MAX_SIZES 32
 #define MAX_BPR 8
-#define NALGS 5
+#define NALGS 6
 
-static const char *const alg_names[NALGS] = {"TREE", "SPLIT", "BUTTERFLY", "RING",
-                                             "SEGMENTED_RING"};
-static const blk_arrays_algorithm algs[NALGS] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
-                                                 BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
-                                                 BLK_ARRAYS_SEGMENTED_RING};
+static const char *const alg_names[NALGS] = {"TREE", "SPLIT",          "BUTTERFLY",
+                                             "RING", "SEGMENTED_RING", "PIPELINED_TREE"};
+static const blk_arrays_algorithm algs[NALGS] = {
+    BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,          BLK_ARRAYS_BUTTERFLY,
+    BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING, BLK_ARRAYS_PIPELINED_TREE};
 
 static int rank_ = 0;
 
@@ -571,7 +572,7 @@ int main(int argc, char **argv) {
     if (rank_ == 0)
       printf(
           "\n%d blocks a rank (%d in all)\n\n| bytes | TREE | SPLIT | BUTTERFLY | RING | "
-          "SEGMENTED_RING | fastest |\n|---:|---:|---:|---:|---:|---:|---|\n",
+          "SEGMENTED_RING | PIPELINED_TREE | fastest |\n|---:|---:|---:|---:|---:|---:|---:|---|\n",
           bprs[bi], s.n);
     for (int si = 0; si < nsizes; si++) {
       for (int ai = 0; ai < NALGS; ai++) {

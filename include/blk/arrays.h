@@ -36,6 +36,17 @@
  *                    combine with a transfer; what they buy is smaller
  *                    messages, and, with several blocks on a rank, a
  *                    segment the next block combines while it is in cache.
+ *   BLK_ARRAYS_PIPELINED_TREE  the tree all-reduce over a k-nomial tree
+ *                    of the gids (a block's parent clears its lowest
+ *                    nonzero base-k digit), the array cut into S segments
+ *                    of at most spec->segment bytes that follow each other
+ *                    up and down the tree a round apart (MPI libraries'
+ *                    pipelined tree): S - 1 + 2 H rounds for a tree H
+ *                    levels deep. Every edge carries the array once each
+ *                    way, the two directions in the same rounds, so with
+ *                    enough segments it costs about one array's transfer
+ *                    where TREE costs two in series; each segment pays a
+ *                    round's latency. Every block ends with the root's bits.
  *   BLK_ARRAYS_AUTO  with one block per rank (n <= ranks): BUTTERFLY below
  *                    BLK_ARRAYS_SPLIT_BYTES, SPLIT above. With several
  *                    blocks per rank on several ranks: TREE (its early
@@ -94,7 +105,8 @@ typedef enum blk_arrays_algorithm {
   BLK_ARRAYS_SPLIT = 2,
   BLK_ARRAYS_BUTTERFLY = 3,
   BLK_ARRAYS_RING = 4,
-  BLK_ARRAYS_SEGMENTED_RING = 5
+  BLK_ARRAYS_SEGMENTED_RING = 5,
+  BLK_ARRAYS_PIPELINED_TREE = 6
 } blk_arrays_algorithm;
 
 /* SEGMENTED_RING's segment when spec->segment is 0: 64 KiB when a rank
@@ -104,6 +116,12 @@ typedef enum blk_arrays_algorithm {
  * segments only add rounds. */
 #define BLK_ARRAYS_SEGMENT_BYTES 65536
 #define BLK_ARRAYS_SEGMENT_BYTES_SPREAD 1048576
+
+/* PIPELINED_TREE's segment when spec->segment is 0: a segment costs a
+ * round, about 10 us here for a message past MPI's eager limit, so smaller
+ * ones lose more to rounds than they gain in overlap (32 KiB took up to
+ * twice the time of 256 KiB at 2 ranks, docs/performance.md 13.6). */
+#define BLK_ARRAYS_PIPELINE_SEGMENT_BYTES 262144
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers SPLIT (see
  * above): the low end of the range where the two cost the same at 2 ranks
@@ -119,8 +137,9 @@ typedef enum blk_arrays_algorithm {
  * TREE and BUTTERFLY (and blk_arrays_reduce and blk_arrays_scan) always
  * hand it whole arrays, count == spec->count, so an op over whole records
  * works with them: a min-loc that keeps the record {value, location, ...}
- * of the smaller value (examples/minimize.c). SPLIT and the rings hand it
- * pieces, and AUTO may choose them: set the algorithm for such an op. */
+ * of the smaller value (examples/minimize.c). SPLIT, the rings and
+ * PIPELINED_TREE hand it pieces, and AUTO may choose SPLIT or a ring: set
+ * the algorithm for such an op. */
 typedef void (*blk_array_op_fn)(void *acc, const void *in, size_t count, void *user);
 
 /* Returns the block's array (count elements). Called with the block
@@ -141,7 +160,7 @@ typedef struct blk_arrays {
   blk_arrays_algorithm algorithm;
   void *user; /* passed to array (and combine) */
   /* Version 2: */
-  size_t segment; /* SEGMENTED_RING's most bytes a message; 0: the default above */
+  size_t segment; /* the segmented algorithms' most bytes a message; 0: the defaults above */
   /* Version 3: */
   blk_array_op_fn combine; /* not NULL: the op (op is then not used); gets user */
 } blk_arrays;
@@ -161,8 +180,8 @@ int blk_arrays_init(blk_arrays *spec, unsigned int version);
 /* Every block's array becomes the element-wise op over all blocks' arrays.
  * Errors: BLK_EINVAL (a spec version this blk does not know, no array callback,
  * k < 2, unknown type, op or algorithm, count * element size past SIZE_MAX, the
- * assigner's rank count does not match, a ring whose segments would take more
- * than 2^24 rounds), BLK_ENOMEM (out of memory, or, before
+ * assigner's rank count does not match, a ring or pipelined tree whose
+ * segments would take more than 2^24 rounds), BLK_ENOMEM (out of memory, or, before
  * anything runs, a count whose array alone is larger than this process can
  * have: physical memory, RLIMIT_AS or RLIMIT_DATA; the detail names count,
  * bytes and limit), BLK_EMPI, BLK_EIO and BLK_ECORRUPT (out-of-core).

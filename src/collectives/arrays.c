@@ -46,6 +46,7 @@
 #include "collectives/reduce_run.h"
 #include "master/master_state.h"
 #include "patterns/partners_folded.h"
+#include "patterns/partners_pipeline.h"
 #include "patterns/partners_ring.h"
 #include "runtime/proxy_state.h"
 
@@ -605,7 +606,8 @@ static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) 
     return blk__fail(BLK_EINVAL, "arrays: unknown op %d", (int)s->op);
   if (s->algorithm != BLK_ARRAYS_AUTO && s->algorithm != BLK_ARRAYS_TREE &&
       s->algorithm != BLK_ARRAYS_SPLIT && s->algorithm != BLK_ARRAYS_BUTTERFLY &&
-      s->algorithm != BLK_ARRAYS_RING && s->algorithm != BLK_ARRAYS_SEGMENTED_RING)
+      s->algorithm != BLK_ARRAYS_RING && s->algorithm != BLK_ARRAYS_SEGMENTED_RING &&
+      s->algorithm != BLK_ARRAYS_PIPELINED_TREE)
     return blk__fail(BLK_EINVAL, "arrays: unknown algorithm %d", (int)s->algorithm);
   if (s->count > SIZE_MAX / *elem)
     return blk__fail(BLK_EINVAL, "arrays: %zu elements of %zu bytes overflow", s->count, *elem);
@@ -711,11 +713,13 @@ static void kept_partners_free(void *mem) {
  *  GATHER   SPLIT's second half: the scatter's inner rounds backwards,
  *           then the unfold;
  *  GATHER_ALL  the same with the fold first too (blk_arrays_all_gather);
- *  RING     the ring (k is then its rounds). */
+ *  RING     the ring (k is then its rounds);
+ *  PIPELINE the pipelined tree (width is then its segments). */
 #define PATTERN_SCATTER (-1)
 #define PATTERN_GATHER (-2)
 #define PATTERN_GATHER_ALL (-3)
 #define PATTERN_RING (-4)
+#define PATTERN_PIPELINE (-5)
 
 /* The swap rounds of SPLIT's gather over n blocks: the scatter's (halving
  * order) backwards. */
@@ -733,6 +737,7 @@ static int make_gather(blk_partners **out, int n, int k) {
  * where it has a prime factor above width (blk__fold_base_within). */
 static int make_pattern(blk_partners **out, int pattern, int n, int k, int contiguous, int width) {
   if (pattern == PATTERN_RING) return blk__partners_create_ring(out, n, k);
+  if (pattern == PATTERN_PIPELINE) return blk__partners_create_pipeline(out, n, k, width);
   if (pattern >= 0)
     return blk__partners_create_folding_within(out, (blk_pattern)pattern, n, k, contiguous, width);
   int m = blk__fold_base_within(n, width);
@@ -978,10 +983,11 @@ int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_ar
   return run(m, a, spec, BLK_SWAP, 0, scatter_round, 0);
 }
 
-static const char *const alg_names[] = {"TREE", "SPLIT", "BUTTERFLY", "RING", "SEGMENTED_RING"};
-static const blk_arrays_algorithm alg_list[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
-                                                BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
-                                                BLK_ARRAYS_SEGMENTED_RING};
+static const char *const alg_names[] = {"TREE", "SPLIT",          "BUTTERFLY",
+                                        "RING", "SEGMENTED_RING", "PIPELINED_TREE"};
+static const blk_arrays_algorithm alg_list[] = {
+    BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,          BLK_ARRAYS_BUTTERFLY,
+    BLK_ARRAYS_RING, BLK_ARRAYS_SEGMENTED_RING, BLK_ARRAYS_PIPELINED_TREE};
 
 /* A ring's 2 (n-1) rounds cost a prediction each; past this many blocks
  * the model leaves it out (it pays 2 (n-1) latencies across ranks). */
@@ -1046,7 +1052,7 @@ static int choose_algorithm(const blk_master *m, const blk_assigner *a, const bl
    * picks. */
   if (m && m->tuning && !(nranks == 1 && blk__budget_may_swap(&m->budget))) {
     int i = blk__tuning_best(m->tuning, nranks, blk_assigner_nblocks(a), spec->k,
-                             (double)(spec->count * type_size(spec->type)), alg_names, 5);
+                             (double)(spec->count * type_size(spec->type)), alg_names, 6);
     if (i >= 0) {
       *alg = alg_list[i];
       return BLK_OK;
@@ -1096,6 +1102,102 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
   return reduce(m, a, p, ring_round, &rj.j);
 }
 
+/* PIPELINED_TREE (blk/arrays.h, partners_pipeline.h): segment s of the
+ * array goes up the tree, each block adding its children's s into its
+ * own, and comes down copied over it. A segment sent up is next written
+ * when it comes back down, after the parent has read it: a reference to a
+ * parent on this rank, a copy across ranks (MPI must not see a send
+ * buffer written before its send completes, and the way down may land in
+ * the array first). Down, a block only reads what it sends. */
+typedef struct pipe_job {
+  job j; /* first: reduce() passes it */
+  blk__pipeline t;
+  const blk_assigner *a;
+  int me; /* this rank */
+} pipe_job;
+
+static void pipe_span(const pipe_job *pj, int seg, size_t *from, size_t *to) {
+  *from = blk_arrays_piece_begin(pj->j.spec->count, pj->t.segments, seg);
+  *to = blk_arrays_piece_begin(pj->j.spec->count, pj->t.segments, seg + 1);
+}
+
+static int pipe_round(void *block, blk_proxy *p, void *user) {
+  const pipe_job *pj = user;
+  const job *j = &pj->j;
+  int gid = blk_proxy_gid(p), r = blk_proxy_round(p), up = blk__pipeline_parent(&pj->t, gid);
+  unsigned char *a = array_of(j, block, gid);
+  size_t from, to;
+  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+    int src = blk_proxy_in_gid(p, i);
+    pipe_span(pj, blk__pipeline_segment(&pj->t, r - 1, src, gid), &from, &to);
+    size_t bytes = (to - from) * j->elem;
+    check_size(p, i, bytes);
+    const unsigned char *in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
+    if (src != up)
+      combine(j, a + from * j->elem, in, to - from);
+    else if (bytes && in != a + from * j->elem) /* (received in place: place_segment) */
+      memcpy(a + from * j->elem, in, bytes);
+  }
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    int dst = blk_proxy_out_gid(p, i);
+    pipe_span(pj, blk__pipeline_segment(&pj->t, r, gid, dst), &from, &to);
+    const unsigned char *seg = a + from * j->elem;
+    size_t bytes = (to - from) * j->elem;
+    if (j->by_ref && (dst != up || blk_assigner_rank(pj->a, dst) == pj->me))
+      blk__proxy_enqueue_ref(p, i, seg, bytes);
+    else {
+      int rc = blk_proxy_enqueue(p, i, seg, bytes);
+      if (rc) return rc;
+    }
+  }
+  return BLK_OK;
+}
+
+/* A segment coming down from a parent on another rank is received where
+ * pipe_round would copy it: nothing reads or writes that part of the array
+ * between its trip up (a copy across ranks) and its trip down. */
+static void *place_segment(void *block, int gid, int src, int round, size_t bytes, void *user) {
+  const pipe_job *pj = user;
+  int s = src == blk__pipeline_parent(&pj->t, gid)
+              ? blk__pipeline_segment(&pj->t, round - 1, src, gid)
+              : -1;
+  if (s < 0) return NULL;
+  size_t from, to;
+  pipe_span(pj, s, &from, &to);
+  if (bytes != (to - from) * pj->j.elem) return NULL;
+  return array_of(&pj->j, block, gid) + from * pj->j.elem;
+}
+
+/* The segments of the pipelined tree: enough that none is over the segment
+ * size (one for one block, which sends nothing); 0 when they would pass
+ * RING_MAX_ROUNDS. */
+static int pipe_segments(const blk_arrays *spec, size_t elem, int n) {
+  if (n < 2) return 1;
+  size_t seg =
+      spec->version >= 2 && spec->segment ? spec->segment : BLK_ARRAYS_PIPELINE_SEGMENT_BYTES;
+  size_t per = seg / elem ? seg / elem : 1; /* elements a segment */
+  size_t S = spec->count / per + (spec->count % per != 0);
+  if (S < 1) S = 1;
+  return S > (size_t)RING_MAX_ROUNDS ? 0 : (int)S;
+}
+
+static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                                     size_t elem) {
+  static const blk__driver driver = {"arrays", NULL, 1, place_segment};
+  int n = blk_assigner_nblocks(a), S = pipe_segments(spec, elem, n), rc = BLK_OK;
+  if (!S)
+    return blk__fail(BLK_EINVAL,
+                     "arrays: segments of %zu bytes over %zu elements take more than %d rounds",
+                     spec->segment, spec->count, RING_MAX_ROUNDS);
+  pipe_job pj = {
+      {spec, NULL, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, {0}, a, blk_master_rank(m)};
+  if ((rc = blk__pipeline_init(&pj.t, n, spec->k, S))) return rc; /* (alike on every rank) */
+  blk_partners *p = partners(m, PATTERN_PIPELINE, n, spec->k, 0, S, &rc);
+  if (!p) return rc;
+  pj.j.p = p;
+  return blk__reduce_run(m, a, p, pipe_round, &pj.j, &driver);
+}
+
 int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
   size_t elem = 0;
   int rc = check_call(m, a, spec, &elem);
@@ -1107,6 +1209,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   int n = blk_assigner_nblocks(a);
   if (alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING)
     return ring_all_reduce(m, a, spec, elem);
+  if (alg == BLK_ARRAYS_PIPELINED_TREE) return pipelined_tree_all_reduce(m, a, spec, elem);
   size_t bytes = spec->count * elem;
   if (alg == BLK_ARRAYS_BUTTERFLY) {
     int width = fold_width(m, a, BLK_SWAP, spec->k, 1, bytes, 0, &rc);

@@ -293,13 +293,13 @@ static int verify_product(void *data, blk_proxy *p, void *user) {
 /* Every collective that combines, with the product as spec->combine (an
  * exclusive scan's gid 0 ends with the product over all blocks). */
 static void user_op(blk_master *m, const blk_assigner *a, int n, int k, int folded_only) {
-  static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT,
-                                              BLK_ARRAYS_BUTTERFLY, BLK_ARRAYS_RING,
-                                              BLK_ARRAYS_SEGMENTED_RING};
+  static const blk_arrays_algorithm algs[] = {BLK_ARRAYS_TREE,           BLK_ARRAYS_SPLIT,
+                                              BLK_ARRAYS_BUTTERFLY,      BLK_ARRAYS_RING,
+                                              BLK_ARRAYS_SEGMENTED_RING, BLK_ARRAYS_PIPELINED_TREE};
   for (int what = 0; what < 5; what++)
-    for (int ai = 0; ai < (what == 0 ? 5 : 1); ai++) {
+    for (int ai = 0; ai < (what == 0 ? 6 : 1); ai++) {
       /* (folded_only: not the rings, which run unfolded) */
-      if (folded_only && ai >= 3) continue;
+      if (folded_only && (ai == 3 || ai == 4)) continue;
       user_ctx u = {n, what, 37};
       blk_arrays spec = BLK_ARRAYS_INIT;
       spec.array = array_of;
@@ -398,7 +398,7 @@ static void same_bits(blk_master *m, const blk_assigner *a, int k, blk_arrays_al
   spec.type = BLK_DOUBLE;
   spec.k = k;
   spec.algorithm = alg;
-  spec.segment = 64; /* SEGMENTED_RING: 8 doubles a message */
+  spec.segment = 64; /* the segmented algorithms: 8 doubles a message */
   CHECK_OK(blk_master_foreach(m, fill_inexact, NULL));
   CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
   CHECK_OK(blk_master_foreach(m, near_sum, &n));
@@ -482,13 +482,15 @@ int main(int argc, char **argv) {
         /* (Over 38 blocks, 100 elements: a few per piece, at every k.) */
         if (n == 38 && li != 2) continue;
         for (int what = 0; what < 7; what++)
-          for (int ai = 0; ai < 6; ai++) {
+          for (int ai = 0; ai < 7; ai++) {
             static const blk_arrays_algorithm algs[] = {
-                BLK_ARRAYS_TREE, BLK_ARRAYS_SPLIT, BLK_ARRAYS_BUTTERFLY,
-                BLK_ARRAYS_AUTO, BLK_ARRAYS_RING,  BLK_ARRAYS_SEGMENTED_RING};
+                BLK_ARRAYS_TREE,          BLK_ARRAYS_SPLIT, BLK_ARRAYS_BUTTERFLY,
+                BLK_ARRAYS_AUTO,          BLK_ARRAYS_RING,  BLK_ARRAYS_SEGMENTED_RING,
+                BLK_ARRAYS_PIPELINED_TREE};
             blk_arrays_algorithm alg = algs[ai];
             if (what != 0 && ai > 0) continue; /* one algorithm each */
-            if (folded_only && alg >= BLK_ARRAYS_RING) continue;
+            int ring = alg == BLK_ARRAYS_RING || alg == BLK_ARRAYS_SEGMENTED_RING;
+            if (folded_only && ring) continue;
             /* (--quick, 17 blocks: the reduce and broadcast trees are the
              * all-reduce TREE's halves.) */
             if (fold_quick && (what == 1 || what == 2 || alg == BLK_ARRAYS_AUTO)) continue;
@@ -496,7 +498,11 @@ int main(int argc, char **argv) {
              * block is busy (out of core, a load each): k = 2, a count below
              * the block count, and one far above it (up to 13 blocks, in
              * core: there S = 2..12 segments). */
-            if (alg >= BLK_ARRAYS_RING && (k > 2 || li % 2 == 0 || (li == 3 && (quick || n > 13))))
+            if (ring && (k > 2 || li % 2 == 0 || (li == 3 && (quick || n > 13)))) continue;
+            /* The pipelined tree has a radix, and S - 1 + 2 H rounds: every
+             * k, the same lengths (a segment of two or so elements on 5, up
+             * to 160 segments on 20000). */
+            if (alg == BLK_ARRAYS_PIPELINED_TREE && (li % 2 == 0 || (li == 3 && (quick || n > 13))))
               continue;
             /* Types and ops in turn, so every pair is covered across the loop. */
             ctx c = {lengths[li], (blk_type)((runs + k) % 4), (blk_op)(runs % 3), n, what};
@@ -526,8 +532,8 @@ int main(int argc, char **argv) {
     /* (--quick: k = 2 only; the program's op at k = 2 only, since it goes
      * through the same rounds as the built-in ops at every k.) */
     for (int k = 2; k <= (quick ? 2 : 4); k++) {
-      for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_SEGMENTED_RING; alg++)
-        if (alg < BLK_ARRAYS_RING || (k == 2 && !folded_only))
+      for (int alg = BLK_ARRAYS_TREE; alg <= BLK_ARRAYS_PIPELINED_TREE; alg++)
+        if (alg < BLK_ARRAYS_RING || alg == BLK_ARRAYS_PIPELINED_TREE || (k == 2 && !folded_only))
           same_bits(m, a, k, (blk_arrays_algorithm)alg, n);
       scan_inexact(m, a, k);
       if (k == 2) user_op(m, a, n, k, folded_only);
@@ -564,8 +570,8 @@ int main(int argc, char **argv) {
     CHECK(fresh.version == 1 && fresh.segment == 12345);
     bad = fresh;
     bad.array = array_of;
-    bad.algorithm = (blk_arrays_algorithm)6;
-    CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "algorithm 6");
+    bad.algorithm = (blk_arrays_algorithm)7;
+    CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "algorithm 7");
     bad.algorithm = BLK_ARRAYS_SEGMENTED_RING;
     bad.segment = 1; /* below an element: one a segment */
     bad.count = 100;
@@ -573,6 +579,8 @@ int main(int argc, char **argv) {
     CHECK_OK(blk_arrays_all_reduce(m, a, &bad)); /* version 1: segment not read */
     bad.version = 2;
     bad.count = (size_t)1 << 28; /* 2^28 one-float segments: more rounds than blk runs */
+    if (n > 1) CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "rounds");
+    bad.algorithm = BLK_ARRAYS_PIPELINED_TREE;
     if (n > 1) CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "rounds");
     /* AUTO's choice by its rules: with several blocks per rank, TREE on
      * several ranks, below the threshold, or out of core; SPLIT on one rank

@@ -291,11 +291,18 @@ enum {
   OP_TREE,
   OP_BUTTERFLY,
   OP_SPLIT,
+  OP_PIPELINED,
   NOPS
 };
-static const char *const op_names[NOPS] = {
-    "foreach",     "exchange",         "reduce",      "all_to_all", "all_to_all by reference",
-    "arrays TREE", "arrays BUTTERFLY", "arrays SPLIT"};
+static const char *const op_names[NOPS] = {"foreach",
+                                           "exchange",
+                                           "reduce",
+                                           "all_to_all",
+                                           "all_to_all by reference",
+                                           "arrays TREE",
+                                           "arrays BUTTERFLY",
+                                           "arrays SPLIT",
+                                           "arrays PIPELINED_TREE"};
 
 static int count_up(void *data, blk_proxy *p, void *user) {
   (void)p;
@@ -456,8 +463,12 @@ static int run_op(blk_master *m, blk_assigner *a, int op) {
     case OP_BUTTERFLY:
       spec.algorithm = BLK_ARRAYS_BUTTERFLY;
       return blk_arrays_all_reduce(m, a, &spec);
-    default:
+    case OP_SPLIT:
       spec.algorithm = BLK_ARRAYS_SPLIT;
+      return blk_arrays_all_reduce(m, a, &spec);
+    default:
+      spec.algorithm = BLK_ARRAYS_PIPELINED_TREE;
+      spec.segment = 64; /* four segments of the 256-byte array */
       return blk_arrays_all_reduce(m, a, &spec);
   }
 }
