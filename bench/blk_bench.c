@@ -6,7 +6,8 @@
  *   broadcast       blk_arrays_broadcast (TREE)       MPI_Bcast
  *   swap-reduce     blk_arrays_reduce_scatter (SPLIT) MPI_Reduce_scatter_block
  *   all-reduce      blk_arrays_all_reduce, TREE, SPLIT, BUTTERFLY, RING,
- *                   SEGMENTED_RING (--segment), AUTO                MPI_Allreduce
+ *                   SEGMENTED_RING and PIPELINED_TREE (--segment),
+ *                   AUTO                              MPI_Allreduce
  *   all-to-all      blk_all_to_all_with (placed)      MPI_Alltoall
  *   scan            blk_arrays_scan (inclusive)       MPI_Scan (float sum)
  *   exscan          blk_arrays_scan (exclusive)       MPI_Exscan (float sum)
@@ -41,13 +42,16 @@
  *   mpiexec -n 2 blk-bench [--sizes 16:16M:4] [--blocks-per-rank 1] [--k 2]
  *       [--halving] [--threads 1|auto] [--segment BYTES] [--reps N] [--warmup N]
  *       [--patterns LIST] [--versus-threads T|auto] [--versus-segment BYTES]
+ *       [--versus-mpi]
  *
  * With --versus-threads or --versus-segment blk-bench times blk against
  * itself instead of MPI: configuration A (--threads, --segment) and B (the
  * versus values, the rest as A), one repetition of each back to back in
  * alternating order, and prints the median of the repetitions' B/A ratios
  * with its 95% interval (paired.h). B with other threads runs on a second
- * master holding the same blocks.
+ * master holding the same blocks. --versus-mpi pairs blk (B) with the MPI
+ * collective (A) the same way: the machine's swings between the separate
+ * loops of the default mode cancel.
  *       [--mpi-only | --blk-only] [--csv FILE] [--json FILE]
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
@@ -73,6 +77,7 @@ enum {
   ALL_REDUCE_BUTTERFLY,
   ALL_REDUCE_RING,
   ALL_REDUCE_SEGMENTED_RING,
+  ALL_REDUCE_PIPELINED_TREE,
   ALL_REDUCE_AUTO,
   ALL_TO_ALL,
   SCAN,
@@ -96,6 +101,7 @@ static const pattern_info patterns[NPATTERNS] = {
     {"all_reduce_butterfly", "blk_arrays_all_reduce (BUTTERFLY)", "MPI_Allreduce"},
     {"all_reduce_ring", "blk_arrays_all_reduce (RING)", "MPI_Allreduce"},
     {"all_reduce_segmented_ring", "blk_arrays_all_reduce (SEGMENTED_RING)", "MPI_Allreduce"},
+    {"all_reduce_pipelined_tree", "blk_arrays_all_reduce (PIPELINED_TREE)", "MPI_Allreduce"},
     {"all_reduce_auto", "blk_arrays_all_reduce (AUTO)", "MPI_Allreduce"},
     {"all_to_all", "blk_all_to_all_with (placed)", "MPI_Alltoall"},
     {"scan", "blk_arrays_scan (inclusive)", "MPI_Scan"},
@@ -113,8 +119,9 @@ typedef struct options {
   size_t sizes[MAX_SIZES];
   int nsizes;
   int blocks_per_rank, blocks, k, halving, threads, reps, warmup;
-  size_t segment; /* SEGMENTED_RING's spec.segment (0: blk's default) */
+  size_t segment; /* the segmented algorithms' spec.segment (0: blk's default) */
   int versus;     /* B against A (--versus-*) instead of blk against MPI */
+  int versus_mpi; /* A is the MPI collective, B blk as configured */
   int versus_threads;
   size_t versus_segment;
   int run[NPATTERNS];
@@ -263,13 +270,15 @@ static blk_arrays_algorithm algorithm_of(int pattern) {
          : pattern == ALL_REDUCE_BUTTERFLY      ? BLK_ARRAYS_BUTTERFLY
          : pattern == ALL_REDUCE_RING           ? BLK_ARRAYS_RING
          : pattern == ALL_REDUCE_SEGMENTED_RING ? BLK_ARRAYS_SEGMENTED_RING
+         : pattern == ALL_REDUCE_PIPELINED_TREE ? BLK_ARRAYS_PIPELINED_TREE
                                                 : BLK_ARRAYS_AUTO;
 }
 
 static int is_all_reduce(int pattern) {
   return pattern == ALL_REDUCE_TREE || pattern == ALL_REDUCE_SPLIT ||
          pattern == ALL_REDUCE_BUTTERFLY || pattern == ALL_REDUCE_RING ||
-         pattern == ALL_REDUCE_SEGMENTED_RING || pattern == ALL_REDUCE_AUTO;
+         pattern == ALL_REDUCE_SEGMENTED_RING || pattern == ALL_REDUCE_PIPELINED_TREE ||
+         pattern == ALL_REDUCE_AUTO;
 }
 
 /* ----------------------------------------------------------------- memcpy */
@@ -472,6 +481,7 @@ static void blk_run(bench *b) {
     case ALL_REDUCE_BUTTERFLY:
     case ALL_REDUCE_RING:
     case ALL_REDUCE_SEGMENTED_RING:
+    case ALL_REDUCE_PIPELINED_TREE:
     case ALL_REDUCE_AUTO:
       spec.algorithm = algorithm_of(b->pattern);
       spec.segment = b->segment;
@@ -760,35 +770,51 @@ static void use(bench *b, int s) {
   b->segment = b->segments[s];
 }
 
+/* Side s of a pair (0: A, 1: B) for the next operation: a configuration
+ * of blk, or with --versus-mpi for A the MPI collective. */
+static int is_mpi_side(const bench *b, int s) {
+  return b->o.versus_mpi && s == 0;
+}
+
+static void prepare_side(bench *b, int s, int last) {
+  if (is_mpi_side(b, s))
+    mpi_prepare(b, last);
+  else {
+    use(b, b->o.versus_mpi ? 0 : s);
+    blk_prepare(b, last);
+  }
+}
+
+static void run_side(bench *b, int s) {
+  (is_mpi_side(b, s) ? mpi_run : blk_run)(b);
+}
+
 /* A and B timed in pairs (paired.h): each repetition runs A and B back to
- * back, A first on even repetitions and B first on odd ones; a
- * configuration's time in a repetition is its slowest rank's. Then each
- * runs once more, untimed, and its results are checked (A and B may share
- * the master, and so the blocks). */
+ * back, A first on even repetitions and B first on odd ones; a side's time
+ * in a repetition is its slowest rank's. Then each runs once more,
+ * untimed, and its results are checked (A and B may share the master, and
+ * so the blocks). */
 static paired time_versus(bench *b, int reps, int warmup) {
   double *t = xmalloc(5 * (size_t)reps * sizeof *t), *ta = t, *tb = t + reps;
   for (int w = 0; w < warmup; w++)
     for (int s = 0; s < 2; s++) {
-      use(b, s);
-      blk_prepare(b, 0);
-      blk_run(b);
+      prepare_side(b, s, 0);
+      run_side(b, s);
     }
   for (int r = 0; r < reps; r++)
     for (int j = 0; j < 2; j++) {
       int s = (r + j) % 2;
-      use(b, s);
-      blk_prepare(b, 0);
+      prepare_side(b, s, 0);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
-      blk_run(b);
+      run_side(b, s);
       (s ? tb : ta)[r] = (MPI_Wtime() - t0) * 1e6;
     }
   MPI_Allreduce(MPI_IN_PLACE, t, 2 * reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   for (int s = 0; s < 2; s++) {
-    use(b, s);
-    blk_prepare(b, 1);
-    blk_run(b);
-    check_blk(b);
+    prepare_side(b, s, 1);
+    run_side(b, s);
+    (is_mpi_side(b, s) ? check_mpi : check_blk)(b);
   }
   use(b, 0);
   paired sum = paired_summary(ta, tb, reps, t + 2 * reps);
@@ -875,6 +901,16 @@ static void traffic(const bench *b, double *inside, double *across) {
     for (int g = 0; g < n && n > 1; g++)
       for (int q = 0; q < n; q++)
         account(b, g, (g + 1) % n, 2.0 * (n - 1) / n * piece_bytes(b, q, q + 1), inside, across);
+  } else if (alg == BLK_ARRAYS_PIPELINED_TREE) {
+    /* the whole array once up and once down every edge of the k-nomial
+     * tree (a block's parent clears its lowest nonzero base-k digit) */
+    for (int g = 1; g < n; g++) {
+      int place = 1;
+      while ((g / place) % b->o.k == 0) place *= b->o.k;
+      int parent = g - (g / place) % b->o.k * place;
+      account(b, g, parent, piece_bytes(b, 0, n), inside, across);
+      account(b, parent, g, piece_bytes(b, 0, n), inside, across);
+    }
   } else if (b->pattern == ALL_GATHERV) {
     /* contiguous swap rounds: a block sends the run of pieces it holds to
      * the others of its group, and holds the group's runs after */
@@ -1014,8 +1050,13 @@ static void print_row(const row *r) {
   fflush(stdout);
 }
 
-/* What configuration s is, for the versus tables. */
+/* What side s is, for the versus tables. */
 static void describe(const bench *b, int s, char *out, size_t n) {
+  if (is_mpi_side(b, s)) {
+    snprintf(out, n, "%s", patterns[b->pattern].mpi);
+    return;
+  }
+  if (b->o.versus_mpi) s = 0; /* (B is blk as configured) */
   int threads = s ? b->versus_threads : b->threads;
   size_t seg = b->segments[s];
   snprintf(out, n, "%d thread%s", threads, threads > 1 ? "s" : "");
@@ -1046,17 +1087,18 @@ static void print_versus_row(const row *r) {
   fflush(stdout);
 }
 
-static void write_versus_csv(const bench *b, const row *rows, int nrows) {
+static void write_versus_csv(bench *b, const row *rows, int nrows) {
   FILE *f = fopen(b->o.csv, "w");
   if (!f) die(b, "cannot write %s", b->o.csv);
-  char a[64], bb[64];
-  describe(b, 0, a, sizeof a);
-  describe(b, 1, bb, sizeof bb);
   fprintf(f,
           "pattern,a,b,ranks,blocks_per_rank,k,bytes,repetitions,a_median_usec,b_median_usec,"
           "ratio,ratio_low,ratio_high\n");
   for (int i = 0; i < nrows; i++) {
     const row *r = &rows[i];
+    char a[64], bb[64];
+    b->pattern = r->pattern; /* (describe names the MPI collective) */
+    describe(b, 0, a, sizeof a);
+    describe(b, 1, bb, sizeof bb);
     fprintf(f, "%s,\"%s\",\"%s\",%d,%d,%d,%zu,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n",
             patterns[r->pattern].name, a, bb, b->size, b->o.blocks_per_rank, b->o.k, r->bytes,
             r->reps, r->versus.a_median, r->versus.b_median, r->versus.median, r->versus.lo,
@@ -1141,21 +1183,24 @@ static const char usage[] =
     "                                   the array collectives fix their order\n"
     "  --threads T | auto               blk's threads per rank (default 1; auto: what\n"
     "                                   BLK_THREADS_AUTO, blk's default, comes to)\n"
-    "  --segment BYTES                  all_reduce_segmented_ring's most bytes a message\n"
-    "                                   (default: blk's, BLK_ARRAYS_SEGMENT_BYTES)\n"
+    "  --segment BYTES                  the segmented all-reduces' most bytes a message\n"
+    "                                   (default: blk's own, blk/arrays.h)\n"
     "  --reps N                         timed repetitions (default by size: 1 GiB / bytes,\n"
     "                                   between 50 and 2000)\n"
     "  --warmup N                       untimed repetitions first (default reps / 10, >= 2)\n"
     "  --patterns LIST                  of reduce, broadcast, reduce_scatter, all_reduce (its\n"
-    "                                   six), all_reduce_tree, all_reduce_split,\n"
+    "                                   seven), all_reduce_tree, all_reduce_split,\n"
     "                                   all_reduce_butterfly, all_reduce_ring,\n"
-    "                                   all_reduce_segmented_ring, all_reduce_auto, all_to_all,\n"
+    "                                   all_reduce_segmented_ring, all_reduce_pipelined_tree,\n"
+    "                                   all_reduce_auto, all_to_all,\n"
     "                                   scan, exscan, all_gather, all_gatherv, agreement,\n"
     "                                   all (the default)\n"
     "  --mpi-only | --blk-only          time one side only\n"
     "  --versus-threads T | auto        time blk with T threads (B) against --threads (A),\n"
     "                                   in pairs of repetitions, instead of against MPI\n"
-    "  --versus-segment BYTES           the same with B's segment for SEGMENTED_RING\n"
+    "  --versus-segment BYTES           the same with B's segment for the segmented ones\n"
+    "  --versus-mpi                     time blk (B) against the MPI collective (A) in\n"
+    "                                   pairs of repetitions\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 
 static size_t parse_bytes(const char *s, int *ok) {
@@ -1205,7 +1250,8 @@ static int parse_patterns(options *o, const char *arg) {
     }
     if (!strcmp(t, "all_reduce")) {
       o->run[ALL_REDUCE_TREE] = o->run[ALL_REDUCE_SPLIT] = o->run[ALL_REDUCE_BUTTERFLY] =
-          o->run[ALL_REDUCE_RING] = o->run[ALL_REDUCE_SEGMENTED_RING] = o->run[ALL_REDUCE_AUTO] = 1;
+          o->run[ALL_REDUCE_RING] = o->run[ALL_REDUCE_SEGMENTED_RING] =
+              o->run[ALL_REDUCE_PIPELINED_TREE] = o->run[ALL_REDUCE_AUTO] = 1;
       found = 1;
     }
     for (int i = 0; i < NPATTERNS; i++)
@@ -1243,6 +1289,8 @@ static int parse(options *o, int argc, char **argv, int rank) {
                                              : (o->versus_threads = atoi(v)) >= 1;
     else if (!strcmp(a, "--versus-segment") && v)
       o->versus = 1, ok = (o->versus_segment = parse_bytes(v, &ok)) > 0 && ok;
+    else if (!strcmp(a, "--versus-mpi"))
+      o->versus = o->versus_mpi = 1, takes = 0;
     else if (!strcmp(a, "--reps") && v)
       ok = (o->reps = atoi(v)) >= 1;
     else if (!strcmp(a, "--warmup") && v)
@@ -1261,7 +1309,9 @@ static int parse(options *o, int argc, char **argv, int rank) {
       o->blk_only = 1, takes = 0;
     else
       ok = 0;
-    if (!ok || (o->mpi_only && o->blk_only) || (o->versus && (o->mpi_only || o->json))) {
+    if (!ok || (o->mpi_only && o->blk_only) ||
+        (o->versus && (o->mpi_only || o->blk_only || o->json)) ||
+        (o->versus_mpi && (o->versus_threads || o->versus_segment))) {
       if (rank == 0) fprintf(stderr, "blk-bench: bad option near '%s'\n%s", a, usage);
       return 0;
     }
@@ -1369,10 +1419,10 @@ int main(int argc, char **argv) {
       b->mpi_count = bytes / sizeof(float);
       b->mpi_chunk = bytes / (size_t)b->size;
       int blk_ok = !o->mpi_only && (is_a2a(pat) ? b->chunk > 0 : b->count > 0);
-      int mpi_ok = !o->blk_only && !o->versus &&
-                   (is_a2a(pat)                               ? b->mpi_chunk > 0
+      int mpi_can = is_a2a(pat)                               ? b->mpi_chunk > 0
                     : pat == REDUCE_SCATTER || is_gather(pat) ? b->mpi_count >= (size_t)b->size
-                                                              : b->mpi_count > 0);
+                                                              : b->mpi_count > 0;
+      int mpi_ok = !o->blk_only && !o->versus && mpi_can;
       if (pat == REDUCE_SCATTER || pat == ALL_GATHER)
         b->mpi_count -= b->mpi_count % (size_t)b->size;
       r.reps = o->reps ? o->reps : auto_reps(bytes);
@@ -1388,6 +1438,8 @@ int main(int argc, char **argv) {
         }
       }
       if (blk_ok && o->versus) {
+        if (o->versus_mpi && !mpi_can) continue;
+        if (o->versus_mpi) setup_mpi(b);
         for (int s = 1; s >= 0; s--) {
           use(b, s);
           setup_blocks(b);
