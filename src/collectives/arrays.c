@@ -1170,11 +1170,14 @@ static void *place_segment(void *block, int gid, int src, int round, size_t byte
 
 /* The segments of the pipelined tree: enough that none is over the segment
  * size (one for one block, which sends nothing); 0 when they would pass
- * RING_MAX_ROUNDS. */
+ * RING_MAX_ROUNDS. The default segment is also at most half the array
+ * down to BLK_ARRAYS_PIPELINE_MIN_BYTES: with one segment the pipeline is
+ * TREE's two messages in series. */
 static int pipe_segments(const blk_arrays *spec, size_t elem, int n) {
   if (n < 2) return 1;
-  size_t seg =
-      spec->version >= 2 && spec->segment ? spec->segment : BLK_ARRAYS_PIPELINE_SEGMENT_BYTES;
+  size_t half = spec->count * elem / 2, seg = BLK_ARRAYS_PIPELINE_SEGMENT_BYTES;
+  if (half < seg) seg = half > BLK_ARRAYS_PIPELINE_MIN_BYTES ? half : BLK_ARRAYS_PIPELINE_MIN_BYTES;
+  if (spec->version >= 2 && spec->segment) seg = spec->segment;
   size_t per = seg / elem ? seg / elem : 1; /* elements a segment */
   size_t S = spec->count / per + (spec->count % per != 0);
   if (S < 1) S = 1;

@@ -516,6 +516,8 @@ int main(int argc, char **argv) {
             /* Segments of a few elements (one or two on short arrays), so a
              * step takes several rounds; about a dozen rounds a step at most. */
             spec.segment = c.count >= 1000 ? 1024 : 8;
+            /* (k = 3: the pipelined tree's default, two segments of 20000) */
+            if (alg == BLK_ARRAYS_PIPELINED_TREE && k == 3) spec.segment = 0;
             CHECK_OK(blk_master_foreach(m, fill, &c));
             if (what == 0) CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
             if (what == 1) CHECK_OK(blk_arrays_reduce(m, a, &spec));
