@@ -35,8 +35,8 @@
  *
  * The floor. A dedicated pass with one block in memory and one thread (a
  * foreach touching every block, so every block is encoded and written, and
- * read and decoded, on one codec and I/O thread) measures, from the master's own stats, the time per raw byte of encode
- * (seconds_compress), write, read and decode (seconds_decompress) for this
+ * read and decoded, on one codec and I/O thread) measures, from the master's own stats, the time
+ * per raw byte of encode (seconds_compress), write, read and decode (seconds_decompress) for this
  * data at this compression; the median of R passes, the slowest rank. With
  * per-block times t_out = encode + write and t_in = read + decode:
  *
@@ -69,7 +69,7 @@
  *   mpiexec -n 1 blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns LIST]
  *       [--blocks 64] [--bytes 512K] [--data smooth|random] [--compression 1|none|auto]
  *       [--threads 2] [--reps 5] [--k 2] [--spill-dir DIR] [--spill-in-memory]
- *       [--algorithm auto|tree|split|butterfly]
+ *       [--algorithm auto|tree|split|butterfly|pipelined]
  *
  * B is per rank (the issue's array case: --blocks 64 --bytes 4M).
  */
@@ -582,6 +582,8 @@ static const char *algorithm_name(bench *b, int ooc) {
       return "SPLIT";
     case BLK_ARRAYS_BUTTERFLY:
       return "BUTTERFLY";
+    case BLK_ARRAYS_PIPELINED_TREE:
+      return "PIPELINED_TREE";
     default:
       return "?";
   }
@@ -607,8 +609,9 @@ static void run_one(bench *b, blk_master *in_core, const costs *c) {
     /* AUTO may run another all_reduce out of core than in core, whose sums
      * round differently: then the reference alone checks. */
     blk_arrays spec = array_spec(b);
-    int same = b->pattern != ALL_REDUCE || blk_arrays_all_reduce_algorithm(m, b->a, &spec) ==
-                                               blk_arrays_all_reduce_algorithm(in_core, b->a, &spec);
+    int same =
+        b->pattern != ALL_REDUCE || blk_arrays_all_reduce_algorithm(m, b->a, &spec) ==
+                                        blk_arrays_all_reduce_algorithm(in_core, b->a, &spec);
     double loads[MAX_REPS], evictions[MAX_REPS], moved[MAX_REPS];
     for (int r = 0; r < R; r++) {
       check_rc(b, blk_master_foreach(m, init_block, b), "foreach (init)");
@@ -733,7 +736,8 @@ static int parse_algorithm(const char *s, blk_arrays_algorithm *out) {
   } names[] = {{"auto", BLK_ARRAYS_AUTO},
                {"tree", BLK_ARRAYS_TREE},
                {"split", BLK_ARRAYS_SPLIT},
-               {"butterfly", BLK_ARRAYS_BUTTERFLY}};
+               {"butterfly", BLK_ARRAYS_BUTTERFLY},
+               {"pipelined", BLK_ARRAYS_PIPELINED_TREE}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcmp(s, names[i].name)) {
       *out = names[i].a;
@@ -751,7 +755,7 @@ static const char *usage =
     "|auto"
 #endif
     "] [--threads T] [--reps R] [--k K] [--spill-dir DIR] [--spill-in-memory]\n"
-    "         [--algorithm auto|tree|split|butterfly (all_reduce's)]\n";
+    "         [--algorithm auto|tree|split|butterfly|pipelined (all_reduce's)]\n";
 
 static int parse_options(options *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -854,7 +858,8 @@ int main(int argc, char **argv) {
         o->reps);
     printf(
         "codec and storage (raw MB/s, one block in memory, one thread, slowest rank): encode "
-        "%.0f, write %.0f, read %.0f, decode %.0f; ratio %.2f; all_reduce runs %s in core, %s out of core\n\n",
+        "%.0f, write %.0f, read %.0f, decode %.0f; ratio %.2f; all_reduce runs %s in core, %s out "
+        "of core\n\n",
         1e-6 / c.encode, 1e-6 / c.write, 1e-6 / c.read, 1e-6 / c.decode, c.ratio, in_alg, ooc_alg);
     printf(
         "| pattern | in memory (M) | in-core s | out-of-core s | loads | evictions | passes | "
