@@ -49,9 +49,11 @@
  *                    round's latency. Every block ends with the root's bits.
  *   BLK_ARRAYS_AUTO  with one block per rank (n <= ranks): BUTTERFLY below
  *                    BLK_ARRAYS_SPLIT_BYTES, SPLIT above. With several
- *                    blocks per rank on several ranks: TREE (its early
+ *                    blocks per rank on several ranks: a tree (its early
  *                    rounds stay on the rank; SPLIT's order would send
- *                    several times the bytes across ranks). On one rank:
+ *                    several times the bytes across ranks), PIPELINED_TREE
+ *                    from BLK_ARRAYS_PIPELINE_BYTES when no rank has a
+ *                    memory budget, else TREE. On one rank:
  *                    TREE below the threshold, SPLIT above, but TREE out
  *                    of core (a master with a memory budget): it passes
  *                    over the blocks in storage twice, SPLIT (a swap, then
@@ -126,6 +128,12 @@ typedef enum blk_arrays_algorithm {
  * TREE's two messages in series (at 256 KiB, 2 ranks, two segments took
  * 0.92 of MPI's time, one 1.46), and 16 KiB ones lose to their rounds. */
 #define BLK_ARRAYS_PIPELINE_MIN_BYTES 32768
+
+/* The array size (bytes) from which BLK_ARRAYS_AUTO prefers PIPELINED_TREE
+ * to TREE with several blocks per rank on several ranks, in core (see
+ * above): at 2 ranks x 2-8 blocks it was at or below TREE from here
+ * (docs/performance.md 13.6). */
+#define BLK_ARRAYS_PIPELINE_BYTES 65536
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers SPLIT (see
  * above): the low end of the range where the two cost the same at 2 ranks

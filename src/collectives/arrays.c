@@ -1060,17 +1060,25 @@ static int choose_algorithm(const blk_master *m, const blk_assigner *a, const bl
     double c[BLK__TUNING_CONSTANTS];
     if (use_model && blk__tuning_cost_model(m->tuning, c)) return modelled_best(a, spec, c, alg);
   }
-  /* Several blocks per rank: TREE keeps all but log_k(ranks) rounds on the
-   * rank, where its messages are references, while SPLIT's halving order
-   * sends its largest pieces across ranks and BUTTERFLY copies whole arrays
-   * every round; measured at 2 ranks x 8 blocks, TREE won at every size.
+  /* Several blocks per rank: the trees keep all but log_k(ranks) rounds on
+   * the rank, where their messages are references, while SPLIT's halving
+   * order sends its largest pieces across ranks and BUTTERFLY copies whole
+   * arrays every round; measured at 2 ranks x 8 blocks, TREE won at every
+   * size. On several ranks, from BLK_ARRAYS_PIPELINE_BYTES, the pipelined
+   * tree takes 0.4-0.9 of TREE's time (docs/performance.md 13.6), in core:
+   * out of core it loads a block for every few segments, so not where any
+   * rank has a budget (which every rank knows alike, m->any_budget).
    * On one rank nothing crosses, and SPLIT moves the fewest bytes; but
    * out of core the passes over storage cost far more than the bytes,
    * and TREE makes two where SPLIT makes four (docs/out-of-core.md). Only
    * one rank looks at its budget here, so every rank still picks alike. */
   if (blk_assigner_nblocks(a) > nranks) {
     int ooc = m && blk__budget_may_swap(&m->budget);
-    *alg = nranks > 1 || small || ooc ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT;
+    int pipelined = nranks > 1 && !(m && m->any_budget) &&
+                    spec->count * type_size(spec->type) >= BLK_ARRAYS_PIPELINE_BYTES;
+    *alg = pipelined                    ? BLK_ARRAYS_PIPELINED_TREE
+           : nranks > 1 || small || ooc ? BLK_ARRAYS_TREE
+                                        : BLK_ARRAYS_SPLIT;
   } else
     *alg = small ? BLK_ARRAYS_BUTTERFLY : BLK_ARRAYS_SPLIT;
   return BLK_OK;

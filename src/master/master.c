@@ -309,6 +309,11 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     teardown(m, &dup);
     return rc;
   }
+  /* Whether any rank may swap blocks out, known alike on every rank: a
+   * choice every rank must make alike (arrays' AUTO) may depend on it,
+   * where a rank's own budget would split the ranks. */
+  int budget = blk__budget_active(&m->budget);
+  MPI_Allreduce(&budget, &m->any_budget, 1, MPI_INT, MPI_MAX, comm);
   blk__log_set_rank(rank);
   /* The agreement's all-reduce just brought the ranks together: their
    * timelines start here. */

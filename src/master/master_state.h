@@ -38,6 +38,7 @@ struct blk_master {
   int exchanges;            /* exchanges so far: a foreach callback's round */
   blk__values results;      /* of the last exchange */
   blk__tuning *tuning;      /* blk-tune's measurements (cfg.tuning); NULL: none */
+  int any_budget;           /* some rank has a memory budget (alike on every rank) */
   blk__trace_file *trace;   /* where its timeline goes (cfg.trace); NULL: not traced */
 };
 

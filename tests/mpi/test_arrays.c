@@ -584,17 +584,26 @@ int main(int argc, char **argv) {
     if (n > 1) CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "rounds");
     bad.algorithm = BLK_ARRAYS_PIPELINED_TREE;
     if (n > 1) CHECK_ERR(blk_arrays_all_reduce(m, a, &bad), BLK_EINVAL, "rounds");
-    /* AUTO's choice by its rules: with several blocks per rank, TREE on
-     * several ranks, below the threshold, or out of core; SPLIT on one rank
-     * in core above it. With a block or none per rank, BUTTERFLY or SPLIT. */
+    /* AUTO's choice by its rules: with several blocks per rank, on
+     * several ranks, PIPELINED_TREE from its threshold in core (no rank has
+     * a budget), else TREE; on one rank TREE below the SPLIT threshold or
+     * out of core, SPLIT in core above it. With a block or none per rank,
+     * BUTTERFLY or SPLIT. */
     fresh.count = 2 * BLK_ARRAYS_SPLIT_BYTES / sizeof(float);
     blk_arrays_algorithm big_in = blk_arrays_all_reduce_algorithm(NULL, a, &fresh);
     blk_arrays_algorithm big_here = blk_arrays_all_reduce_algorithm(m, a, &fresh);
     int several = n > size;
-    CHECK(big_in == (!several ? BLK_ARRAYS_SPLIT : size > 1 ? BLK_ARRAYS_TREE : BLK_ARRAYS_SPLIT));
-    /* (A budget that holds every block counts as in core.) */
-    CHECK(big_here ==
-          (several && (size > 1 || (mem_blocks && mem_blocks < n)) ? BLK_ARRAYS_TREE : big_in));
+    CHECK(big_in == (!several   ? BLK_ARRAYS_SPLIT
+                     : size > 1 ? BLK_ARRAYS_PIPELINED_TREE
+                                : BLK_ARRAYS_SPLIT));
+    /* (On one rank a budget that holds every block counts as in core; on
+     * several, any budget on any rank makes it TREE.) */
+    CHECK(big_here == (several && size > 1 && mem_blocks                      ? BLK_ARRAYS_TREE
+                       : several && size == 1 && mem_blocks && mem_blocks < n ? BLK_ARRAYS_TREE
+                                                                              : big_in));
+    fresh.count = BLK_ARRAYS_PIPELINE_BYTES / sizeof(float) - 1; /* below it: TREE */
+    if (several && size > 1)
+      CHECK(blk_arrays_all_reduce_algorithm(NULL, a, &fresh) == BLK_ARRAYS_TREE);
     fresh.count = 1;
     CHECK(blk_arrays_all_reduce_algorithm(m, a, &fresh) ==
           (several ? BLK_ARRAYS_TREE : BLK_ARRAYS_BUTTERFLY));
