@@ -150,8 +150,9 @@ typedef enum blk_arrays_algorithm {
  * hand it whole arrays, count == spec->count, so an op over whole records
  * works with them: a min-loc that keeps the record {value, location, ...}
  * of the smaller value (examples/minimize.c). SPLIT, the rings and
- * PIPELINED_TREE hand it pieces, and AUTO may choose SPLIT or a ring: set
- * the algorithm for such an op. */
+ * PIPELINED_TREE hand it pieces, and AUTO may choose SPLIT or
+ * PIPELINED_TREE (and, by a tuning file, a ring): set the algorithm for
+ * such an op. */
 typedef void (*blk_array_op_fn)(void *acc, const void *in, size_t count, void *user);
 
 /* Returns the block's array (count elements). Called with the block
