@@ -2,17 +2,18 @@
  * test_partners_pipeline: the pipelined k-nomial tree
  * (patterns/partners_pipeline.h).
  *
- *  - parents and tree depths worked out by hand (8 and 5 blocks with k = 2,
- *    10 with k = 3);
+ *  - parents and tree depths (through the rounds of one segment) worked out
+ *    by hand (8 and 5 blocks with k = 2, 10 and 9 with k = 3);
  *  - the whole schedule of 2 blocks in 3 segments, round by round, by hand;
- *  - for n = 1..70 (and 127, 128, 129, 1000) with k = 2, 3, 4, 7 and 1, 2, 5
- *    segments: the pattern passes blk_partners_create_custom's checks
- *    (counts, ranges, round 0 and R, as many messages sent as received), no
- *    list is longer than blk_partners_max_group, a sender names the segment
- *    its receiver expects, and a simulation of the all-reduce (every block
- *    adding what comes up from a child into its segment, copying what comes
- *    down from its parent) leaves every segment of every block with every
- *    block's contribution exactly once;
+ *  - for n = 1..70 with k = 2, 3, 4, 7 and 1, 2, 5 segments: the pattern
+ *    passes blk_partners_create_custom's checks (counts, ranges, round 0 and
+ *    R, as many messages sent as received; also at 127, 128, 129 and 1000
+ *    blocks), no list is longer than blk_partners_max_group, a sender names
+ *    the segment its receiver expects, and a simulation of the all-reduce
+ *    (every block adding what comes up from a child into its segment,
+ *    copying what comes down from its parent; also at 128 and 129 blocks)
+ *    leaves every segment of every block with every block's contribution
+ *    exactly once;
  *  - bad arguments.
  */
 #include <stdlib.h>
