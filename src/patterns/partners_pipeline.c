@@ -72,10 +72,13 @@ int blk__pipeline_rounds(const blk__pipeline *t) {
   return t->n < 2 ? 0 : t->segments - 1 + 2 * t->height;
 }
 
+/* g (not 0) with its lowest nonzero digit, at place `top`, cleared. */
+static int clear_low_digit(const blk__pipeline *t, int g, long long top) {
+  return (int)(g - (g / top) % t->k * top);
+}
+
 int blk__pipeline_parent(const blk__pipeline *t, int g) {
-  if (g == 0) return -1;
-  long long p = low_place(t, g);
-  return (int)(g - (g / p) % t->k * p);
+  return g == 0 ? -1 : clear_low_digit(t, g, low_place(t, g));
 }
 
 int blk__pipeline_segment(const blk__pipeline *t, int round, int from, int to) {
@@ -97,7 +100,7 @@ typedef struct node {
 
 static node node_of(const blk__pipeline *t, int g) {
   node v = {-1, 0, depth(t, g), low_place(t, g)};
-  if (g) v.parent = (int)(g - (g / v.top) % t->k * v.top);
+  if (g) v.parent = clear_low_digit(t, g, v.top);
   long long left = (long long)t->n - g;
   v.height = most_digits((v.top < left ? v.top : left) - 1, t->k);
   return v;
@@ -113,16 +116,16 @@ static int in_range(const blk__pipeline *t, int s) {
  * l when its subtree [c, c + q) is whole. The segments follow
  * blk__pipeline_segment: up, a block sends in round s + height; down, a
  * block at depth d in round s + H + d. */
-static int partners_of(const blk__pipeline *t, int r, int g, int *gids, int max, int in) {
-  node v = node_of(t, g);
-  int count = 0, up = in ? in_range(t, r - t->height - v.depth) : in_range(t, r - v.height);
+static int partners_of(const blk__pipeline *t, const node *v, int r, int g, int *gids, int max,
+                       int in) {
+  int count = 0, up = in ? in_range(t, r - t->height - v->depth) : in_range(t, r - v->height);
   if (g && up) {
-    if (count < max) gids[count] = v.parent;
+    if (count < max) gids[count] = v->parent;
     count++;
   }
-  if (!in && !in_range(t, r - t->height - v.depth)) return count; /* nothing down */
+  if (!in && !in_range(t, r - t->height - v->depth)) return count; /* nothing down */
   int l = 0;
-  for (long long q = 1; q < v.top; q *= t->k, l++)
+  for (long long q = 1; q < v->top; q *= t->k, l++)
     for (int j = 1; j < t->k; j++) {
       long long c = g + j * q; /* (q < n, so no overflow before the break) */
       if (c >= t->n) break;
@@ -143,17 +146,22 @@ static int pipeline_nblocks(const void *s) {
 }
 
 static int pipeline_in(const void *s, int round, int gid, int *gids, int max) {
-  return partners_of(s, round, gid, gids, max, 1);
+  node v = node_of(s, gid);
+  return partners_of(s, &v, round, gid, gids, max, 1);
 }
 
 static int pipeline_out(const void *s, int round, int gid, int *gids, int max) {
-  return partners_of(s, round, gid, gids, max, 0);
+  node v = node_of(s, gid);
+  return partners_of(s, &v, round, gid, gids, max, 0);
 }
 
+/* (The driver asks this for every round of every block: the node once.) */
 static int pipeline_active(const void *s, int round, int gid) {
   const blk__pipeline *t = s;
   if (t->n < 2) return 1;
-  return pipeline_in(s, round, gid, NULL, 0) > 0 || pipeline_out(s, round, gid, NULL, 0) > 0;
+  node v = node_of(t, gid);
+  return partners_of(t, &v, round, gid, NULL, 0, 1) > 0 ||
+         partners_of(t, &v, round, gid, NULL, 0, 0) > 0;
 }
 
 static void pipeline_destroy(void *s) {
