@@ -418,6 +418,50 @@ static void same_bits(blk_master *m, const blk_assigner *a, int k, blk_arrays_al
             k, n);
 }
 
+/* AUTO's pipelined tree needs every rank in core, and a rank cannot see
+ * another's budget: master create agrees whether any rank has one. Rank 0
+ * alone keeps one block of its share in memory; every rank must still pick
+ * TREE (on one rank the out-of-core rule does), and the sums be right. With
+ * no budget anywhere, several ranks pick PIPELINED_TREE. 7 blocks. */
+static void budget_on_one_rank(int threads, int size, int rank) {
+  const int n = 7;
+  blk_assigner *a;
+  CHECK_OK(blk_assigner_create_contiguous(&a, size, n));
+  for (int budget = 1; budget >= 0; budget--) {
+    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+    mc.threads = threads;
+    mc.create = create;
+    mc.destroy = destroy;
+    mc.save = save;
+    mc.load = load;
+    mc.mem_blocks = budget && rank == 0 ? 1 : 0;
+    blk_master *m;
+    CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+    int gids[8], local = blk_assigner_local_gids(a, rank, gids, 8);
+    for (int i = 0; i < local; i++) {
+      void *b;
+      CHECK_OK(create(&b, gids[i], NULL));
+      CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
+    }
+    ctx c = {2 * BLK_ARRAYS_PIPELINE_BYTES / sizeof(float), BLK_FLOAT, BLK_OP_SUM, n, 0};
+    blk_arrays spec = BLK_ARRAYS_INIT;
+    spec.array = array_of;
+    spec.count = c.count;
+    /* (One rank: TREE out of core, SPLIT in core at this size.) */
+    blk_arrays_algorithm want = budget     ? BLK_ARRAYS_TREE
+                                : size > 1 ? BLK_ARRAYS_PIPELINED_TREE
+                                           : BLK_ARRAYS_SPLIT;
+    CHECK_MSG(blk_arrays_all_reduce_algorithm(m, a, &spec) == want,
+              "budget on rank 0: %d; AUTO picked %d, expected %d", budget,
+              (int)blk_arrays_all_reduce_algorithm(m, a, &spec), (int)want);
+    CHECK_OK(blk_master_foreach(m, fill, &c));
+    CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+    CHECK_OK(blk_master_foreach(m, verify, &c));
+    blk_master_destroy(m);
+  }
+  blk_assigner_destroy(a);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -612,6 +656,7 @@ int main(int argc, char **argv) {
     blk_master_destroy(m);
     blk_assigner_destroy(a);
   }
+  if (!mem_blocks) budget_on_one_rank(threads, size, rank);
   if (rank == 0)
     printf("test_arrays: ok (%d collectives, %d ranks, %d threads, %d blocks in memory)\n", runs,
            size, threads, mem_blocks);
