@@ -418,6 +418,27 @@ static void same_bits(blk_master *m, const blk_assigner *a, int k, blk_arrays_al
             k, n);
 }
 
+/* A master holding this rank's blocks of a (fresh arrays), with a budget
+ * of mem_blocks (0: none). */
+static blk_master *make_master(const blk_assigner *a, int threads, int mem_blocks, int rank) {
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = threads;
+  mc.create = create;
+  mc.destroy = destroy;
+  mc.save = save;
+  mc.load = load;
+  mc.mem_blocks = mem_blocks;
+  blk_master *m;
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
+  int gids[64], local = blk_assigner_local_gids(a, rank, gids, 64);
+  for (int i = 0; i < local; i++) {
+    void *b;
+    CHECK_OK(create(&b, gids[i], NULL));
+    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
+  }
+  return m;
+}
+
 /* AUTO's pipelined tree needs every rank in core, and a rank cannot see
  * another's budget: master create agrees whether any rank has one. Rank 0
  * alone keeps one block of its share in memory; every rank must still pick
@@ -428,21 +449,7 @@ static void budget_on_one_rank(int threads, int size, int rank) {
   blk_assigner *a;
   CHECK_OK(blk_assigner_create_contiguous(&a, size, n));
   for (int budget = 1; budget >= 0; budget--) {
-    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-    mc.threads = threads;
-    mc.create = create;
-    mc.destroy = destroy;
-    mc.save = save;
-    mc.load = load;
-    mc.mem_blocks = budget && rank == 0 ? 1 : 0;
-    blk_master *m;
-    CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
-    int gids[8], local = blk_assigner_local_gids(a, rank, gids, 8);
-    for (int i = 0; i < local; i++) {
-      void *b;
-      CHECK_OK(create(&b, gids[i], NULL));
-      CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-    }
+    blk_master *m = make_master(a, threads, budget && rank == 0 ? 1 : 0, rank);
     ctx c = {2 * BLK_ARRAYS_PIPELINE_BYTES / sizeof(float), BLK_FLOAT, BLK_OP_SUM, n, 0};
     blk_arrays spec = BLK_ARRAYS_INIT;
     spec.array = array_of;
@@ -496,25 +503,11 @@ int main(int argc, char **argv) {
      * out of core (all_to_all.big.t2.m2). */
     if (UNDER_TSAN && n > 7 && mem_blocks && mem_blocks < n) continue;
     blk_assigner *a;
-    blk_master *m;
     if (n == 17 || n == 38)
       CHECK_OK(blk_assigner_create_round_robin(&a, size, n));
     else
       CHECK_OK(blk_assigner_create_contiguous(&a, size, n));
-    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-    mc.threads = threads;
-    mc.create = create;
-    mc.destroy = destroy;
-    mc.save = save;
-    mc.load = load;
-    mc.mem_blocks = mem_blocks;
-    CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
-    int gids[64], local = blk_assigner_local_gids(a, rank, gids, 64);
-    for (int i = 0; i < local; i++) {
-      void *b;
-      CHECK_OK(create(&b, gids[i], NULL));
-      CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-    }
+    blk_master *m = make_master(a, threads, mem_blocks, rank);
     /* (--quick over 17 blocks, the folded count, out of core or under a
      * sanitizer: 5 elements and k = 2 only.) */
     int fold_quick = quick && n == 17;
