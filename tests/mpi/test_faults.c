@@ -625,6 +625,10 @@ static void case_stop(blk__fault_kind kind, int count, size_t bytes) {
   add_blocks(m, a, T.nblocks);
   CHECK_OK(blk_partners_create(&T.p, BLK_SWAP, 1, &T.nblocks, 4, 1));
   if (T.rank == 0) blk__fault_arm(kind, 1, (uint64_t)count);
+  /* No rank sends before rank 0 is armed: a faster rank's payload could
+   * otherwise reach rank 0 while add_blocks' agreement ends, and its receive
+   * would be posted, unarmed, then (1 run in 40-80 at 4 ranks). */
+  MPI_Barrier(MPI_COMM_WORLD);
   int rc = blk_reduce(m, a, T.p, big_round, NULL);
   CHECK_MSG(0, "the job should have stopped; the reduction returned %d (%s)", rc, blk_strerror(rc));
 }
