@@ -9,10 +9,11 @@
  * For each blocks-per-rank count and array size (one block's array of
  * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING,
  * PIPELINED_TREE)
- * runs a warm-up and then N timed repetitions, each alone between barriers;
- * a rank's figure is its mean, the row's is the slowest rank's (what the
- * job waits for). Every result is checked (integer-valued floats, so the
- * sums are exact); a wrong one stops the run. Rank 0 writes one line per
+ * runs a warm-up and then N timed repetitions, each alone between barriers
+ * (bench_barrier: waiting ranks yield their core); a repetition's time is
+ * its slowest rank's (what the job waits for), the figure the median of
+ * those. Every result is checked (integer-valued floats, so the sums are
+ * exact); a wrong one stops the run. Rank 0 writes one line per
  * measurement, "ranks blocks k bytes algorithm microseconds", after the
  * "blk-tuning 1" header, and prints a table with the fastest algorithm of
  * each size. Run it with the rank count and the threads of the jobs it is
@@ -61,6 +62,21 @@
 
 #include "bench_util.h"
 #include "tune_fit.h"
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* t[r]: this rank's seconds of repetition r. The median over repetitions
+ * of the slowest rank's time, in microseconds: one repetition that met a
+ * scheduler slice (3 and 4 ranks on 2 cores) moves a mean, not this. */
+static double slowest_median(double *t, int reps) {
+  MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  qsort(t, (size_t)reps, sizeof *t, by_value);
+  double mid = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+  return mid * 1e6;
+}
 
 #define MAX_SIZES 32
 #define MAX_BPR 8
@@ -215,8 +231,8 @@ static void free_setup(setup *s) {
   free(s->blocks);
 }
 
-/* The slowest rank's mean microseconds of alg on arrays of `bytes`, after a
- * warm-up; the result is checked. */
+/* The median over repetitions of the slowest rank's microseconds of alg on
+ * arrays of `bytes`, after a warm-up; the result is checked. */
 static double measure(setup *s, int k, int ai, size_t bytes, int reps_opt) {
   size_t count = bytes / sizeof(float);
   for (int i = 0; i < s->local; i++) s->blocks[i].count = count;
@@ -226,23 +242,24 @@ static double measure(setup *s, int k, int ai, size_t bytes, int reps_opt) {
   spec.count = count;
   spec.k = k;
   spec.algorithm = algs[ai];
-  double total = 0;
+  double *t = malloc((size_t)reps * sizeof *t);
+  if (!t) stop("no memory for %d times", reps);
   for (int r = -1; r < reps; r++) { /* r = -1: the warm-up */
     if (blk_master_foreach(s->m, fill, NULL)) stop("fill: %s", blk_last_error());
-    MPI_Barrier(MPI_COMM_WORLD);
+    bench_barrier();
     double t0 = MPI_Wtime();
     if (blk_arrays_all_reduce(s->m, s->a, &spec))
       stop("%s at %zu bytes: %s", alg_names[ai], bytes, blk_last_error());
-    if (r >= 0) total += MPI_Wtime() - t0;
+    if (r >= 0) t[r] = MPI_Wtime() - t0;
   }
   check_ctx c = {s->n, -1, 0};
   if (blk_master_foreach(s->m, check, &c)) stop("check: %s", blk_last_error());
   if (c.bad_gid >= 0)
     stop("WRONG RESULT: %s at %zu bytes: gid %d element %zu", alg_names[ai], bytes, c.bad_gid,
          c.bad_at);
-  double mine = total / reps * 1e6, worst = 0;
-  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
+  double usec = slowest_median(t, reps);
+  free(t);
+  return usec;
 }
 
 static int index_of(blk_arrays_algorithm alg) {
@@ -327,23 +344,25 @@ static double total_of(setup *s) {
   return all;
 }
 
-/* The slowest rank's mean microseconds of blk_reduce over p with
- * user_round on arrays of `bytes`, after a warm-up; the result is checked
- * (a merge: gid 0 holds the sum; a swap: the total is kept). */
+/* The median over repetitions of the slowest rank's microseconds of
+ * blk_reduce over p with user_round on arrays of `bytes`, after a warm-up;
+ * the result is checked (a merge: gid 0 holds the sum; a swap: the total
+ * is kept). */
 static double measure_user(setup *s, const blk_partners *p, int split, size_t bytes, int reps_opt) {
   size_t count = bytes / sizeof(float);
   for (int i = 0; i < s->local; i++) s->blocks[i].count = count;
   int reps = reps_opt ? reps_opt : (int)fmin(200, fmax(5, 2e8 / ((double)bytes * s->n)));
   user_red u = {p, split};
-  double total = 0, before = 0;
+  double before = 0, *t = malloc((size_t)reps * sizeof *t);
+  if (!t) stop("no memory for %d times", reps);
   for (int r = -1; r < reps; r++) { /* r = -1: the warm-up */
     if (blk_master_foreach(s->m, fill, NULL)) stop("fill: %s", blk_last_error());
     if (r == reps - 1 && split) before = total_of(s);
-    MPI_Barrier(MPI_COMM_WORLD);
+    bench_barrier();
     double t0 = MPI_Wtime();
     if (blk_reduce(s->m, s->a, p, user_round, &u))
       stop("%s at %zu bytes: %s", split ? "swap" : "merge", bytes, blk_last_error());
-    if (r >= 0) total += MPI_Wtime() - t0;
+    if (r >= 0) t[r] = MPI_Wtime() - t0;
   }
   if (split) {
     double after = total_of(s);
@@ -357,9 +376,9 @@ static double measure_user(setup *s, const blk_partners *p, int split, size_t by
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any) stop("WRONG RESULT: merge at %zu bytes: gid 0's sum is wrong", bytes);
   }
-  double mine = total / reps * 1e6, worst = 0;
-  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return worst;
+  double usec = slowest_median(t, reps);
+  free(t);
+  return usec;
 }
 
 /* The model's parts of a run: its prediction with one constant at a time
@@ -559,7 +578,7 @@ int main(int argc, char **argv) {
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
     fprintf(out,
             "# blk-tune, %s: %d ranks, k = %d; microseconds of blk_arrays_all_reduce (float "
-            "sum), slowest rank's mean\n# ranks blocks k bytes algorithm microseconds\n"
+            "sum), median of the slowest rank's\n# ranks blocks k bytes algorithm microseconds\n"
             "blk-tuning 1\n",
             when, size, k);
     printf("blk-tune: %d ranks, k = %d, writing %s\n", size, k, output);
