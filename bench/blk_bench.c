@@ -752,7 +752,7 @@ static stats time_loop(bench *b, void (*run)(bench *), void (*prepare)(bench *, 
   double total = 0.0;
   for (int r = 0; r < reps; r++) {
     prepare(b, r == reps - 1);
-    MPI_Barrier(MPI_COMM_WORLD);
+    bench_barrier();
     double t0 = MPI_Wtime();
     run(b);
     total += MPI_Wtime() - t0;
@@ -805,7 +805,7 @@ static paired time_versus(bench *b, int reps, int warmup) {
     for (int j = 0; j < 2; j++) {
       int s = (r + j) % 2;
       prepare_side(b, s, 0);
-      MPI_Barrier(MPI_COMM_WORLD);
+      bench_barrier();
       double t0 = MPI_Wtime();
       run_side(b, s);
       (s ? tb : ta)[r] = (MPI_Wtime() - t0) * 1e6;
