@@ -4,7 +4,8 @@
  * (blk_master_config.tuning or $BLK_TUNING; blk/master.h).
  *
  *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4] [--no-model]
- *                         [--reps N] [--output FILE] [--evaluate] [--evaluate-with FILE]
+ *                         [--reps N] [--passes P] [--output FILE] [--evaluate]
+ *                         [--evaluate-with FILE]
  *
  * For each blocks-per-rank count and array size (one block's array of
  * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING,
@@ -12,9 +13,10 @@
  * runs a warm-up and then N timed repetitions, each alone between barriers
  * (bench_barrier: waiting ranks yield their core); a repetition's time is
  * its slowest rank's (what the job waits for), the figure the median of
- * those. Every result is checked (integer-valued floats, so the sums are
- * exact); a wrong one stops the run. Rank 0 writes one line per
- * measurement, "ranks blocks k bytes algorithm microseconds", after the
+ * those. This is done in P passes over the algorithms (--passes, default
+ * 2), the least figure kept. Every result is checked (integer-valued
+ * floats, so the sums are exact); a wrong one stops the run. Rank 0 writes
+ * one line per measurement, "ranks blocks k bytes algorithm microseconds", after the
  * "blk-tuning 1" header, and prints a table with the fastest algorithm of
  * each size. Run it with the rank count and the threads of the jobs it is
  * for: the file only serves that rank count.
@@ -260,6 +262,18 @@ static double measure(setup *s, int k, int ai, size_t bytes, int reps_opt) {
   double usec = slowest_median(t, reps);
   free(t);
   return usec;
+}
+
+/* t[ai]: every algorithm measured once in each of `passes` passes over the
+ * algorithms, the least of its figures kept. A change of the machine's
+ * speed (docs/performance.md 8) that meets one algorithm's repetitions in
+ * one pass seldom meets it in the next. */
+static void measure_all(setup *s, int k, size_t bytes, int reps_opt, int passes, double t[NALGS]) {
+  for (int pass = 0; pass < passes; pass++)
+    for (int ai = 0; ai < NALGS; ai++) {
+      double usec = measure(s, k, ai, bytes, reps_opt);
+      t[ai] = pass ? fmin(t[ai], usec) : usec;
+    }
 }
 
 static int index_of(blk_arrays_algorithm alg) {
@@ -532,8 +546,8 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   size_t sizes[MAX_SIZES];
-  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, evaluate = 0, cost_model = 1,
-      given = 0;
+  int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, passes = 2, evaluate = 0,
+      cost_model = 1, given = 0;
   double constants[NFEAT] = {0};
   const char *output = "blk-tuning.txt", *evaluate_with = NULL;
   parse_sizes("1K:16M:4", sizes, &nsizes);
@@ -547,6 +561,8 @@ int main(int argc, char **argv) {
       k = atoi(v), i++;
     else if (!strcmp(a, "--reps") && v)
       reps_opt = atoi(v), i++;
+    else if (!strcmp(a, "--passes") && v)
+      passes = atoi(v), i++;
     else if (!strcmp(a, "--output") && v)
       output = v, i++;
     else if (!strcmp(a, "--evaluate"))
@@ -569,6 +585,7 @@ int main(int argc, char **argv) {
       stop("unknown option %s (see the top of bench/blk_tune.c)", a);
   }
   if (k < 2) stop("--k %d: at least 2", k);
+  if (passes < 1) stop("--passes %d: at least 1", passes);
   FILE *out = NULL;
   if (rank_ == 0) {
     out = fopen(output, "w");
@@ -594,8 +611,10 @@ int main(int argc, char **argv) {
           "SEGMENTED_RING | PIPELINED_TREE | fastest |\n|---:|---:|---:|---:|---:|---:|---:|---|\n",
           bprs[bi], s.n);
     for (int si = 0; si < nsizes; si++) {
+      double at[NALGS];
+      measure_all(&s, k, sizes[si], reps_opt, passes, at);
       for (int ai = 0; ai < NALGS; ai++) {
-        t[ai][si] = measure(&s, k, ai, sizes[si], reps_opt);
+        t[ai][si] = at[ai];
         if (out)
           fprintf(out, "%d %d %d %zu %s %.3f\n", size, s.n, k, sizes[si], alg_names[ai], t[ai][si]);
       }
@@ -649,8 +668,8 @@ int main(int argc, char **argv) {
         bytes -= bytes % sizeof(float);
         double t[NALGS];
         int best = 0, model = 0;
+        measure_all(&s, k, bytes, reps_opt, passes, t);
         for (int ai = 0; ai < NALGS; ai++) {
-          t[ai] = measure(&s, k, ai, bytes, reps_opt);
           if (t[ai] < t[best]) best = ai;
           double p = alpha[bi][ai] + beta[bi][ai] * (double)bytes;
           if (p < alpha[bi][model] + beta[bi][model] * (double)bytes) model = ai;
