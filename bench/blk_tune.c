@@ -16,10 +16,10 @@
  * those. This is done in P passes over the algorithms (--passes, default
  * 2), the least figure kept. Every result is checked (integer-valued
  * floats, so the sums are exact); a wrong one stops the run. Rank 0 writes
- * one line per measurement, "ranks blocks k bytes algorithm microseconds", after the
- * "blk-tuning 1" header, and prints a table with the fastest algorithm of
- * each size. Run it with the rank count and the threads of the jobs it is
- * for: the file only serves that rank count.
+ * one line per measurement, "ranks blocks k bytes algorithm microseconds",
+ * after the "blk-tuning 1" header, and prints a table with the fastest
+ * algorithm of each size. Run it with the rank count and the threads of the
+ * jobs it is for: the file only serves that rank count.
  *
  * It also fits t = alpha + beta * bytes to each algorithm's times (least
  * squares, weighted by 1/t^2 so that small and large sizes count alike) and
@@ -586,6 +586,7 @@ int main(int argc, char **argv) {
   }
   if (k < 2) stop("--k %d: at least 2", k);
   if (passes < 1) stop("--passes %d: at least 1", passes);
+  if (reps_opt < 0) stop("--reps %d: at least 1 (0: by size)", reps_opt);
   FILE *out = NULL;
   if (rank_ == 0) {
     out = fopen(output, "w");
@@ -595,7 +596,8 @@ int main(int argc, char **argv) {
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
     fprintf(out,
             "# blk-tune, %s: %d ranks, k = %d; microseconds of blk_arrays_all_reduce (float "
-            "sum), median of the slowest rank's\n# ranks blocks k bytes algorithm microseconds\n"
+            "sum), median over repetitions of the slowest rank's time\n# ranks blocks k bytes "
+            "algorithm microseconds\n"
             "blk-tuning 1\n",
             when, size, k);
     printf("blk-tune: %d ranks, k = %d, writing %s\n", size, k, output);
