@@ -108,14 +108,34 @@ static inline void check_agreed(int rc, const char *want) {
   MPI_Allgather(mine, 512, MPI_CHAR, details, 512, MPI_CHAR, MPI_COMM_WORLD);
   for (int r = 0; r < size; r++) {
     if (codes[r] != rc)
-      CHECK_FAIL_("this rank returned %d (%s: %s), rank %d returned %d (%s)", rc,
-                  blk_strerror(rc), mine, r, codes[r], blk_strerror(codes[r]));
+      CHECK_FAIL_("this rank returned %d (%s: %s), rank %d returned %d (%s)", rc, blk_strerror(rc),
+                  mine, r, codes[r], blk_strerror(codes[r]));
     if (strcmp(details + 512 * r, mine) != 0)
       CHECK_FAIL_("this rank says \"%s\", rank %d says \"%s\"", mine, r, details + 512 * r);
   }
   if (want && !strstr(mine, want)) CHECK_FAIL_("the detail \"%s\" does not say \"%s\"", mine, want);
   free(details);
   free(codes);
+}
+#endif
+
+/* The configuration most tests' masters take: threads, the four block
+ * callbacks (which out of core needs) and mem_blocks (0: no budget). A test
+ * sets anything else on the copy it gets. Include blk.h first. */
+#ifdef BLK_MASTER_H
+static inline blk_master_config check_master_config(int threads, int mem_blocks,
+                                                    blk_block_create_fn create,
+                                                    blk_block_destroy_fn destroy,
+                                                    blk_block_save_fn save,
+                                                    blk_block_load_fn load) {
+  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.threads = threads;
+  mc.mem_blocks = mem_blocks;
+  mc.create = create;
+  mc.destroy = destroy;
+  mc.save = save;
+  mc.load = load;
+  return mc;
 }
 #endif
 

@@ -125,13 +125,7 @@ static int took_total(blk_master *m) {
 }
 
 static blk_master *master_of(int threads, int mem_blocks) {
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   blk_master *m = NULL;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   return m;

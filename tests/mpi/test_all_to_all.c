@@ -406,13 +406,7 @@ static int swaps_of(const blk_assigner *a, int rank, int mem_blocks) {
 
 static blk_master *master_of(const blk_assigner *a, int rank, int threads, int mem_blocks) {
   blk_master *m;
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.destroy = destroy;
-  mc.create = create;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   int gids[NB_MAX], n = blk_assigner_local_count(a, rank);
   blk_assigner_local_gids(a, rank, gids, NB_MAX);
@@ -495,7 +489,8 @@ int main(int argc, char **argv) {
   for (int ci = 0; ci < 8; ci++) {
     blk_assigner *a;
     CHECK_OK(blk_assigner_create_round_robin(&a, size, counts[ci]));
-    ctx c = {counts[ci], big, BY_COPY, swaps_of(a, rank, mem_blocks), rank, a, NULL, 0, 0, 0, -1, -1};
+    ctx c = {counts[ci], big, BY_COPY, swaps_of(a, rank, mem_blocks), rank, a, NULL, 0, 0,
+             0,          -1,  -1};
     blk_master *m = master_of(a, rank, threads, mem_blocks);
     int n = blk_assigner_local_count(a, rank);
     int gids[NB_MAX];

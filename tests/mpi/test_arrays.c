@@ -421,13 +421,7 @@ static void same_bits(blk_master *m, const blk_assigner *a, int k, blk_arrays_al
 /* A master holding this rank's blocks of a (fresh arrays), with a budget
  * of mem_blocks (0: none). */
 static blk_master *make_master(const blk_assigner *a, int threads, int mem_blocks, int rank) {
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   blk_master *m;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   int gids[64], local = blk_assigner_local_gids(a, rank, gids, 64);

@@ -182,13 +182,7 @@ static int nothing(void *data, blk_proxy *p, void *user) {
 }
 
 static blk_master *make_master(MPI_Comm comm, int threads) {
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = opt.mem_blocks;
+  blk_master_config mc = check_master_config(threads, opt.mem_blocks, create, destroy, save, load);
   blk_master *m = NULL;
   CHECK_OK(blk_master_create(&m, comm, &mc));
   return m;

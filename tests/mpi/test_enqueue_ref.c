@@ -113,13 +113,7 @@ int main(int argc, char **argv) {
   dc.wrap[0] = 1; /* every block has two neighbours (one, itself twice, alone) */
   CHECK_OK(blk_decomposer_create(&d, &dom, nblocks, &dc));
   CHECK_OK(blk_assigner_create_round_robin(&a, size, nblocks));
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   CHECK_OK(blk_master_decompose(m, d, a));
 

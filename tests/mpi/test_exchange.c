@@ -179,13 +179,7 @@ int main(int argc, char **argv) {
   blk_master *m;
   CHECK_OK(blk_decomposer_create(&d, &domain, o.blocks, &dc));
   CHECK_OK(blk_assigner_create_round_robin(&asg, size, o.blocks));
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = o.threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = o.mem_blocks;
+  blk_master_config mc = check_master_config(o.threads, o.mem_blocks, create, destroy, save, load);
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   CHECK_OK(blk_master_decompose(m, d, asg));
   CHECK_EQ_INT(blk_master_local_count(m), blk_assigner_local_count(asg, rank));

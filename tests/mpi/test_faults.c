@@ -78,13 +78,7 @@ static int64_t initial(int gid) {
 }
 
 static blk_master *make_master(int threads, int mem_blocks) {
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   blk_master *m = NULL;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   return m;

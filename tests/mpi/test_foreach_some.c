@@ -148,13 +148,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   blk_assigner *a;
   CHECK_OK(blk_assigner_create_contiguous(&a, size, NBLOCKS));
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   blk_master *m;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   int gids[NBLOCKS], local = blk_assigner_local_gids(a, rank, gids, NBLOCKS);

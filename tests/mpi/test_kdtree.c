@@ -261,13 +261,7 @@ static blk_master *make_master(problem *p, blk_assigner **a) {
   while (g_masters[i].m && g_masters[i].nblocks != p->nblocks) i++;
   CHECK(i < 8);
   if (!g_masters[i].m) {
-    blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-    mc.threads = g_threads;
-    mc.create = create;
-    mc.destroy = destroy;
-    mc.save = save;
-    mc.load = load;
-    mc.mem_blocks = g_mem;
+    blk_master_config mc = check_master_config(g_threads, g_mem, create, destroy, save, load);
     CHECK_OK(blk_master_create(&g_masters[i].m, MPI_COMM_WORLD, &mc));
     CHECK_OK(blk_assigner_create_contiguous(&g_masters[i].a, g_size, p->nblocks));
     g_masters[i].nblocks = p->nblocks;

@@ -284,13 +284,7 @@ static int verify(void *data, blk_proxy *p, void *user) {
  * by d over a. */
 static blk_master *master_of(ctx *c, int threads, int mem_blocks, blk_decomposer *d,
                              blk_assigner *a) {
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   mc.user = c;
   blk_master *m = NULL;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));

@@ -454,13 +454,7 @@ int main(int argc, char **argv) {
   blk_assigner *a, *elsewhere;
   CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
   CHECK_OK(blk_assigner_create_round_robin(&elsewhere, size, nblocks));
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
   mc.queue_spill_bytes = 16; /* out of core, queues go out with their blocks */
   blk_master *m;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));

@@ -21,9 +21,9 @@
 #include <blk/blk.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 

@@ -140,12 +140,7 @@ static int check_and_advance(void *data, blk_proxy *p, void *user) {
 }
 
 static blk_master *make_master(const char *dir, int mem_blocks, size_t mem_bytes, int threads) {
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
+  blk_master_config mc = check_master_config(threads, 0, create, destroy, save, load);
   mc.size = block_size;
   mc.mem_blocks = mem_blocks;
   mc.mem_bytes = mem_bytes;
@@ -164,7 +159,8 @@ static void add_blocks(blk_master *m, blk_assigner *a, int rank, int disk_full) 
     CHECK_OK(create(&b, gids[i], NULL));
     int rc = blk_master_add(m, gids[i], b, NULL, 0);
     if (disk_full && rc == BLK_EIO)
-      CHECK_MSG(strstr(blk_last_error(), "No space left on device"), "detail: %s", blk_last_error());
+      CHECK_MSG(strstr(blk_last_error(), "No space left on device"), "detail: %s",
+                blk_last_error());
     else
       CHECK_OK(rc);
     CHECK_EQ_INT(blk_master_local_count(m), i + 1);
@@ -184,8 +180,7 @@ static void check_no_name(const char *dir) {
   DIR *d = opendir(dir);
   CHECK(d);
   for (struct dirent *e; (e = readdir(d));)
-    CHECK_MSG(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "%s holds %s", dir,
-              e->d_name);
+    CHECK_MSG(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "%s holds %s", dir, e->d_name);
   closedir(d);
 }
 

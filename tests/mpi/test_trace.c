@@ -234,13 +234,7 @@ int main(int argc, char **argv) {
 
   blk_assigner *a;
   CHECK_OK(blk_assigner_create_contiguous(&a, size, NBLOCKS));
-  blk_master_config mc = BLK_MASTER_CONFIG_INIT;
-  mc.threads = threads;
-  mc.create = create;
-  mc.destroy = destroy;
-  mc.save = save;
-  mc.load = load;
-  mc.mem_blocks = mem_blocks;
+  blk_master_config mc = check_master_config(threads, mem_blocks, create, destroy, save, load);
 
   /* A file rank 0 cannot create: BLK_EIO on every rank, no master. */
   blk_master *m = NULL;
