@@ -64,7 +64,8 @@ run_tests() {
   # paths more ranks do (rounds across ranks, a rank count that is not a
   # power of k, oversubscribed ranks), and the 4-rank runs, the slowest on 2
   # cores, were a third of the sanitizers' time (170 of 508 s under ASan,
-  # 84 of 272 under TSan), which the 15-minute budget does not have.
+  # 84 of 272 under TSan; 140 and 72 s once the tests' own MPI waits
+  # yielded), which the 15-minute budget does not have.
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer: the whole suite at 1-3 ranks"
   configure_build "$root/asan" -DBLK_SANITIZE=address,undefined -DBLK_BUILD_BENCH=OFF
   ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1 \
