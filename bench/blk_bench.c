@@ -13,8 +13,8 @@
  *   exscan          blk_arrays_scan (exclusive)       MPI_Exscan (float sum)
  *   all-gather      blk_arrays_all_gather             MPI_Allgather (a block's piece
  *                                                     is count / blocks elements)
- *   all-gatherv     blk_all_gather (pieces of any     MPI_Allgatherv (block or rank
- *                   size, copied out by take)         g brings a share 1 + g mod 4)
+ *   all-gatherv     blk_all_gather_with (pieces of    MPI_Allgatherv (block or rank
+ *                   any size, placed in the array)    g brings a share 1 + g mod 4)
  *   agreement       blk_master_foreach, no-op callbacks MPI_Allreduce (1 int, MIN)
  *                   (the cost of a collective's closing agreement, which
  *                   makes a failure on any rank every rank's; no data, so
@@ -447,14 +447,20 @@ static int gv_give(void *data, int gid, const void **out, size_t *size, void *us
   return 0;
 }
 
-/* ... and copies all of them into it, as MPI_Allgatherv fills its receive
- * buffer (the check reads the array after the timed calls). */
+/* ... and gets all of them in it, as MPI_Allgatherv fills its receive
+ * buffer: blk writes them there (place), so take has nothing to copy (the
+ * check reads the array after the timed calls). */
+static void *gv_place(void *data, int gid, size_t total, void *user) {
+  const bench *b = user;
+  (void)gid;
+  return total == b->count * sizeof(float) ? ((block *)data)->data : NULL;
+}
+
 static int gv_take(void *data, int gid, const void *all, const size_t *offsets, int n, void *user) {
   const bench *b = user;
   block *bl = data;
   (void)gid;
-  if (n != b->nblocks || offsets[n] != b->count * sizeof(float)) return -1;
-  memcpy(bl->data, all, offsets[n]);
+  if (n != b->nblocks || offsets[n] != b->count * sizeof(float) || all != bl->data) return -1;
   return 0;
 }
 
@@ -501,9 +507,12 @@ static void blk_run(bench *b) {
     case ALL_GATHER:
       rc = blk_arrays_all_gather(b->m, b->a, &spec);
       break;
-    case ALL_GATHERV:
-      rc = blk_all_gather(b->m, b->a, b->o.k, gv_give, gv_take, b);
+    case ALL_GATHERV: {
+      blk_all_gather_config cfg = BLK_ALL_GATHER_CONFIG_INIT;
+      cfg.place = gv_place;
+      rc = blk_all_gather_with(b->m, b->a, b->o.k, gv_give, gv_take, &cfg, b);
       break;
+    }
     case AGREEMENT:
       rc = blk_master_foreach(b->m, count_call, NULL);
       break;

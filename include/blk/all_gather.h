@@ -20,9 +20,10 @@
  * k_e - 1 others its run, about D k_0..k_(e-1) / n bytes each, so every byte
  * reaches every block once, as in MPI's recursive doubling, and the last
  * round moves (k-1)/k of D per block; every byte a block receives is copied
- * once into its run; 8 bytes of size per piece travel with it. take gets the
- * run in place, without a copy. Memory: each block ends holding D bytes until
- * its take returns.
+ * once into its run, and in the last round into the result (blk's, or the
+ * region blk_all_gather_with's place gives); 8 bytes of size per piece
+ * travel with it. Memory: each block ends holding D bytes until its take
+ * returns (in its own region, with place).
  *
  * Threads and collectives as for blk_reduce: the callbacks run on pool
  * threads, one block at a time, and must not call MPI or blk_master_*.
@@ -53,6 +54,37 @@ typedef int (*blk_gather_give_fn)(void *block, int gid, const void **data, size_
 typedef int (*blk_gather_take_fn)(void *block, int gid, const void *data, const size_t *offsets,
                                   int n, void *user);
 
+/* Where block gid's result goes (blk_all_gather_with): a region of at
+ * least total bytes (the n pieces, in gid order), or NULL for blk's own
+ * storage. blk writes every piece there, then calls take with data equal
+ * to the region, so a program that gathers into its own array (as
+ * MPI_Allgatherv fills its receive buffer) neither copies the result out
+ * nor has blk allocate it. The region may hold the bytes this block's give
+ * pointed at (blk copied them when give returned); it must stay valid and
+ * untouched by anyone else until take returns. Runs once per block, just
+ * before take and on the thread take runs on; no blk calls. */
+typedef void *(*blk_gather_place_fn)(void *block, int gid, size_t total, void *user);
+
+/* The optional settings of blk_all_gather_with; start from
+ * BLK_ALL_GATHER_CONFIG_INIT (or blk_all_gather_config_init). It grows like
+ * blk_master_config: version names the layout the program was built with,
+ * and new fields only go at the end. */
+typedef struct blk_all_gather_config {
+  unsigned int version;      /* BLK_ALL_GATHER_CONFIG_VERSION, set by the initialisers */
+  blk_gather_place_fn place; /* NULL: every result in blk's storage */
+} blk_all_gather_config;
+
+/* The layout of blk_all_gather_config in this header. */
+#define BLK_ALL_GATHER_CONFIG_VERSION 1u
+
+#define BLK_ALL_GATHER_CONFIG_INIT \
+  { BLK_ALL_GATHER_CONFIG_VERSION, NULL }
+
+/* Sets *cfg to the defaults of layout version, as BLK_ALL_GATHER_CONFIG_INIT
+ * does. Returns 0, or BLK_EINVAL for a NULL cfg or a version this blk does
+ * not know. Any thread. */
+int blk_all_gather_config_init(blk_all_gather_config *cfg, unsigned int version);
+
 /* Runs give on every block, then take on every block with every block's
  * bytes in gid order, through swap rounds of radix k (>= 2). Collective like
  * blk_reduce: every rank calls it with the same assigner and k and returns
@@ -64,6 +96,16 @@ typedef int (*blk_gather_take_fn)(void *block, int gid, const void *data, const 
  * a failure, take runs on no block that depended on the failed one. */
 int blk_all_gather(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,
                    blk_gather_take_fn take, void *user);
+
+/* blk_all_gather with settings (cfg NULL: the defaults, which is
+ * blk_all_gather). With cfg->place, a block's result is written where
+ * place says. Collective, with the same version on every rank (place is
+ * each rank's own, and may be NULL on some). Errors as blk_all_gather, and
+ * BLK_EINVAL (on every rank) for a cfg version this blk does not know. If
+ * the operation fails, a placed region may hold some of the pieces,
+ * whether or not its take ran. */
+int blk_all_gather_with(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,
+                        blk_gather_take_fn take, const blk_all_gather_config *cfg, void *user);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,9 @@
  * stand-in sends it the whole; the runs of those rounds join in gid order.
  * Before the last
  * round it sends the joined run to the others and keeps it in the message
- * to itself; in the last round the run holds every gid and goes to take.
+ * to itself; in the last round the runs hold every gid, and their bytes
+ * are written once, into the region place gives (blk_all_gather_with) or
+ * one of blk's, which take gets with the pieces' offsets.
  *
  * A run's sizes are checked against its length (sum of sizes = bytes), and
  * the joined run against n pieces in the last round: a mismatch is a blk
@@ -39,6 +41,7 @@ typedef struct gather {
   int nblocks;
   blk_gather_give_fn give;
   blk_gather_take_fn take;
+  blk_gather_place_fn place; /* NULL: every result in blk's storage */
   void *user;
 } gather;
 
@@ -86,18 +89,14 @@ static int out_self(blk_proxy *p, int gid) {
   return -1;
 }
 
-/* The runs of this round's group, joined in position order, into q. */
-static int join(const gather *g, blk_proxy *p, int gid, blk_buffer *q, uint64_t *pieces) {
-  int r = blk_proxy_round(p), k = blk_partners_round_radix(g->p, r - 1),
-      nin = blk_proxy_in_count(p), fold = k < 0;
-  if (fold) k = nin; /* a fold round: the runs of adjacent gids, in gid order */
-  run stack[16], *runs = k <= 16 ? stack : blk__calloc((size_t)k, sizeof *runs);
+/* The runs of this round's group, in position order (k of them; a fold
+ * round's in gid order), read in place from the in queues into runs. */
+static int read_group(const gather *g, blk_proxy *p, int gid, run *runs, int k) {
+  int r = blk_proxy_round(p), nin = blk_proxy_in_count(p),
+      fold = blk_partners_round_radix(g->p, r - 1) < 0;
   unsigned char seen_stack[16], *seen = k <= 16 ? seen_stack : blk__calloc((size_t)k, 1);
-  int rc = BLK_OK;
-  if (!runs || !seen) {
-    rc = blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a group of %d", gid, k);
-    goto exit;
-  }
+  if (!seen)
+    return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a group of %d", gid, k);
   memset(seen, 0, (size_t)k);
   for (int i = 0; i < nin; i++) {
     int at = fold ? i : blk_partners_round_position(g->p, r - 1, blk_proxy_in_gid(p, i));
@@ -107,19 +106,24 @@ static int join(const gather *g, blk_proxy *p, int gid, blk_buffer *q, uint64_t 
     runs[at] = read_run(p, i);
     seen[at] = 1;
   }
+  for (int j = 0; j < k; j++)
+    if (!seen[j]) blk__proxy_misuse(p, "all_gather: gid %d has no run from place %d", gid, j);
+  if (seen != seen_stack) free(seen);
+  return BLK_OK;
+}
+
+/* The k runs joined into one, appended to q. */
+static int join(const run *runs, int k, int gid, blk_buffer *q) {
   uint64_t m = 0;
   size_t bytes = 0;
   for (int j = 0; j < k; j++) {
-    if (!seen[j]) blk__proxy_misuse(p, "all_gather: gid %d has no run from place %d", gid, j);
     m += runs[j].m;
     bytes += runs[j].nbytes;
   }
   unsigned char *out = blk_buffer_append(q, 8 + 8 * (size_t)m + bytes);
-  if (!out) {
-    rc = blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a run of %zu bytes", gid,
-                   bytes);
-    goto exit;
-  }
+  if (!out)
+    return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a run of %zu bytes", gid,
+                     bytes);
   memcpy(out, &m, 8);
   unsigned char *sizes = out + 8, *data = sizes + 8 * m;
   for (int j = 0; j < k; j++) {
@@ -128,30 +132,41 @@ static int join(const gather *g, blk_proxy *p, int gid, blk_buffer *q, uint64_t 
     if (runs[j].nbytes) memcpy(data, runs[j].bytes, runs[j].nbytes);
     data += runs[j].nbytes;
   }
-  *pieces = m;
-exit:
-  if (runs != stack) free(runs);
-  if (seen != seen_stack) free(seen);
-  return rc;
+  return BLK_OK;
 }
 
-/* The last round: take gets the joined run, with offsets for its n pieces. */
-static int hand_over(const gather *g, void *block, int gid, const blk_buffer *q) {
-  uint64_t m;
-  memcpy(&m, q->data, 8);
+/* The last round: the k runs, which hold every gid's piece, written into
+ * the result (where place says, else blk's), and take called with it. */
+static int hand_over(const gather *g, blk_proxy *p, void *block, int gid, const run *runs, int k) {
+  uint64_t m = 0;
+  for (int j = 0; j < k; j++) m += runs[j].m;
+  if (m != (uint64_t)g->nblocks)
+    blk__proxy_misuse(p, "all_gather: gid %d ends with %llu pieces of %d", gid,
+                      (unsigned long long)m, g->nblocks);
   size_t *offsets = blk__malloc(((size_t)g->nblocks + 1) * sizeof *offsets);
   if (!offsets)
     return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for %d offsets", gid,
                      g->nblocks);
   size_t at = 0;
-  for (int j = 0; j < g->nblocks; j++) {
-    uint64_t s;
-    memcpy(&s, q->data + 8 + 8 * (size_t)j, 8);
-    offsets[j] = at;
-    at += (size_t)s;
-  }
+  int piece = 0;
+  for (int j = 0; j < k; j++)
+    for (uint64_t i = 0; i < runs[j].m; i++) {
+      offsets[piece++] = at;
+      at += (size_t)size_at(&runs[j], i);
+    }
   offsets[g->nblocks] = at;
-  int rc = g->take(block, gid, q->data + 8 + 8 * m, offsets, g->nblocks, g->user);
+  unsigned char *own = NULL, *result = g->place ? g->place(block, gid, at, g->user) : NULL;
+  if (!result && !(result = own = blk__malloc(at ? at : 1))) {
+    free(offsets);
+    return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for %zu bytes", gid, at);
+  }
+  unsigned char *to = result;
+  for (int j = 0; j < k; j++) {
+    if (runs[j].nbytes) memcpy(to, runs[j].bytes, runs[j].nbytes);
+    to += runs[j].nbytes;
+  }
+  int rc = g->take(block, gid, result, offsets, g->nblocks, g->user);
+  free(own);
   free(offsets);
   return rc ? blk__callback_error("take callback", rc) : BLK_OK;
 }
@@ -172,20 +187,25 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
       blk_buffer_free(&run_q);
       return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for its %zu bytes", gid, size);
     }
-  } else {
-    uint64_t m = 0;
-    if ((rc = join(g, p, gid, &run_q, &m))) {
+    if (R == 0) { /* one block: round 0 is the last (from the copy: give's bytes may be gone) */
+      run mine = {1, run_q.data + 8, run_q.data + 16, size};
+      rc = hand_over(g, p, block, gid, &mine, 1);
       blk_buffer_free(&run_q);
       return rc;
     }
-    if (r == R && m != (uint64_t)g->nblocks)
-      blk__proxy_misuse(p, "all_gather: gid %d ends with %llu pieces of %d", gid,
-                        (unsigned long long)m, g->nblocks);
-  }
-  if (r == R) { /* (with one block, round 0 is the last) */
-    rc = hand_over(g, block, gid, &run_q);
-    blk_buffer_free(&run_q);
-    return rc;
+  } else {
+    int k = blk_partners_round_radix(g->p, r - 1);
+    if (k < 0) k = blk_proxy_in_count(p); /* a fold round */
+    run stack[16], *runs = k <= 16 ? stack : blk__calloc((size_t)k, sizeof *runs);
+    if (!runs)
+      return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for a group of %d", gid, k);
+    rc = read_group(g, p, gid, runs, k);
+    if (!rc) rc = r == R ? hand_over(g, p, block, gid, runs, k) : join(runs, k, gid, &run_q);
+    if (runs != stack) free(runs);
+    if (rc || r == R) {
+      blk_buffer_free(&run_q);
+      return rc;
+    }
   }
   int self = out_self(p, gid);
   for (int i = 0; i < blk_proxy_out_count(p) && !rc; i++)
@@ -196,15 +216,39 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
   return rc;
 }
 
+int blk_all_gather_config_init(blk_all_gather_config *cfg, unsigned int version) {
+  static const blk_all_gather_config defaults = BLK_ALL_GATHER_CONFIG_INIT;
+  if (!cfg) return blk__fail(BLK_EINVAL, "all_gather: config init: cfg is NULL");
+  if (version < 1 || version > BLK_ALL_GATHER_CONFIG_VERSION)
+    return blk__fail(BLK_EINVAL, "all_gather: config init: version %u; this blk knows 1..%u",
+                     version, BLK_ALL_GATHER_CONFIG_VERSION);
+  *cfg = defaults; /* (one layout so far) */
+  cfg->version = version;
+  return BLK_OK;
+}
+
 int blk_all_gather(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,
                    blk_gather_take_fn take, void *user) {
+  return blk_all_gather_with(m, a, k, give, take, NULL, user);
+}
+
+int blk_all_gather_with(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,
+                        blk_gather_take_fn take, const blk_all_gather_config *cfg, void *user) {
   static const blk__driver driver = {"all_gather", NULL, 1, NULL};
   if (!m) return blk__fail(BLK_EINVAL, "all_gather: the master is NULL");
   if (!a || !give || !take)
     return blk__fail(BLK_EINVAL, "all_gather: the assigner, give or take is NULL");
-  gather g = {NULL, blk_assigner_nblocks(a), give, take, user};
+  gather g = {NULL, blk_assigner_nblocks(a), give, take, cfg ? cfg->place : NULL, user};
   blk_partners *p = NULL;
-  int rc = blk__partners_create_folding(&p, BLK_SWAP, g.nblocks, k, 1);
+  int rc = BLK_OK;
+  /* A bad config aborts (rather than returns): every rank then returns the
+   * same code, even when only this one was given it. */
+  if (cfg && (cfg->version < 1 || cfg->version > BLK_ALL_GATHER_CONFIG_VERSION))
+    rc = blk__fail(BLK_EINVAL,
+                   "all_gather: the config has version %u; this blk knows 1..%u (initialise it "
+                   "with BLK_ALL_GATHER_CONFIG_INIT or blk_all_gather_config_init)",
+                   cfg->version, BLK_ALL_GATHER_CONFIG_VERSION);
+  if (!rc) rc = blk__partners_create_folding(&p, BLK_SWAP, g.nblocks, k, 1);
   if (rc) return blk__reduce_abort(m, rc, driver.name); /* the others may be under way */
   g.p = p;
   rc = blk__reduce_run(m, a, p, gather_round, &g, &driver);
