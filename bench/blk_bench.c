@@ -51,8 +51,10 @@
  * with its 95% interval (paired.h). B with other threads runs on a second
  * master holding the same blocks. --versus-mpi pairs blk (B) with the MPI
  * collective (A) the same way: the machine's swings between the separate
- * loops of the default mode cancel.
- *       [--mpi-only | --blk-only] [--csv FILE] [--json FILE]
+ * loops of the default mode cancel. --mpi-agreed adds to the MPI side what
+ * an MPI program needs for blk's error contract (every rank returns the
+ * same outcome): an MPI_Allreduce of one int after each collective.
+ *       [--mpi-agreed] [--mpi-only | --blk-only] [--csv FILE] [--json FILE]
  */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
 #define _DEFAULT_SOURCE         /* MAP_ANONYMOUS */
@@ -126,6 +128,7 @@ typedef struct options {
   size_t versus_segment;
   int run[NPATTERNS];
   int mpi_only, blk_only;
+  int mpi_agreed; /* the MPI side agrees on an outcome after its collective */
   const char *csv, *json;
 } options;
 
@@ -586,6 +589,21 @@ static void mpi_run(bench *b) {
       break;
   }
   if (rc != MPI_SUCCESS) die(b, "%s failed (MPI error %d)", patterns[b->pattern].mpi, rc);
+  /* What an MPI program adds for blk's contract (docs/errors.md): every
+   * rank learns whether any rank failed, here in its part after the
+   * collective (a rank's outcome: 0). */
+  if (b->o.mpi_agreed && b->pattern != AGREEMENT) {
+    int mine = 0, any = 0;
+    rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS || any) die(b, "the agreement after %s failed", patterns[b->pattern].mpi);
+  }
+}
+
+/* The MPI side's name: the collective, and the agreement when it has one. */
+static const char *mpi_label(const bench *b, int pattern, char *out, size_t n) {
+  snprintf(out, n, "%s%s", patterns[pattern].mpi,
+           b->o.mpi_agreed && pattern != AGREEMENT ? " + MPI_Allreduce (1 int)" : "");
+  return out;
 }
 
 static void mpi_prepare(bench *b, int last) {
@@ -1008,8 +1026,9 @@ static void print_header(const bench *b, int pattern) {
           ? ", a ring in gid order (k not used)"
       : pattern == ALL_REDUCE_AUTO ? ""
                                    : ", contiguous order (fixed)";
+  char mpi[128];
   printf("\n### %s: %s vs %s\n\n", patterns[pattern].name, patterns[pattern].blk,
-         patterns[pattern].mpi);
+         mpi_label(b, pattern, mpi, sizeof mpi));
   printf(
       "%d ranks x %d blocks per rank, k = %d%s, %d thread%s per rank%s; block array = bytes / "
       "%d%s\n\n",
@@ -1062,7 +1081,7 @@ static void print_row(const row *r) {
 /* What side s is, for the versus tables. */
 static void describe(const bench *b, int s, char *out, size_t n) {
   if (is_mpi_side(b, s)) {
-    snprintf(out, n, "%s", patterns[b->pattern].mpi);
+    mpi_label(b, b->pattern, out, n);
     return;
   }
   if (b->o.versus_mpi) s = 0; /* (B is blk as configured) */
@@ -1138,14 +1157,16 @@ static void write_file(const bench *b, const row *rows, int nrows, int json) {
                    r->mpi.valid ? r->mpi.tavg : nan,
                    r->blk.valid && r->mpi.valid ? r->blk.tavg / r->mpi.tavg : nan,
                    r->inside > 0 ? r->copy : nan};
+    char mpi[128];
+    mpi_label(b, r->pattern, mpi, sizeof mpi);
     if (json) {
       fprintf(f,
               "  {\"pattern\": \"%s\", \"blk\": \"%s\", \"mpi\": \"%s\", \"ranks\": %d, "
               "\"blocks_per_rank\": %d, \"k\": %d, \"halving\": %d, \"threads\": %d, "
               "\"bytes\": %zu, \"block_bytes\": %zu, \"repetitions\": %d",
-              patterns[r->pattern].name, patterns[r->pattern].blk, patterns[r->pattern].mpi,
-              b->size, b->o.blocks_per_rank, b->o.k, b->o.halving, b->threads, r->bytes,
-              r->block_bytes, r->reps);
+              patterns[r->pattern].name, patterns[r->pattern].blk, mpi, b->size,
+              b->o.blocks_per_rank, b->o.k, b->o.halving, b->threads, r->bytes, r->block_bytes,
+              r->reps);
       static const char *names[8] = {"blk_t_min_usec", "blk_t_max_usec", "blk_t_avg_usec",
                                      "mpi_t_min_usec", "mpi_t_max_usec", "mpi_t_avg_usec",
                                      "ratio",          "copy_usec"};
@@ -1159,8 +1180,8 @@ static void write_file(const bench *b, const row *rows, int nrows, int json) {
               i + 1 < nrows ? "," : "");
     } else {
       fprintf(f, "%s,%s,%s,%d,%d,%d,%d,%d,%zu,%zu,%d", patterns[r->pattern].name,
-              patterns[r->pattern].blk, patterns[r->pattern].mpi, b->size, b->o.blocks_per_rank,
-              b->o.k, b->o.halving, b->threads, r->bytes, r->block_bytes, r->reps);
+              patterns[r->pattern].blk, mpi, b->size, b->o.blocks_per_rank, b->o.k, b->o.halving,
+              b->threads, r->bytes, r->block_bytes, r->reps);
       for (int j = 0; j < 7; j++) {
         if (isnan(v[j]))
           fprintf(f, ",");
@@ -1210,6 +1231,9 @@ static const char usage[] =
     "  --versus-segment BYTES           the same with B's segment for the segmented ones\n"
     "  --versus-mpi                     time blk (B) against the MPI collective (A) in\n"
     "                                   pairs of repetitions\n"
+    "  --mpi-agreed                     the MPI side ends each collective with an\n"
+    "                                   MPI_Allreduce of one int: every rank learns the\n"
+    "                                   outcome, as every blk collective's ranks do\n"
     "  --csv FILE, --json FILE          also write the rows to FILE\n";
 
 static size_t parse_bytes(const char *s, int *ok) {
@@ -1300,6 +1324,8 @@ static int parse(options *o, int argc, char **argv, int rank) {
       o->versus = 1, ok = (o->versus_segment = parse_bytes(v, &ok)) > 0 && ok;
     else if (!strcmp(a, "--versus-mpi"))
       o->versus = o->versus_mpi = 1, takes = 0;
+    else if (!strcmp(a, "--mpi-agreed"))
+      o->mpi_agreed = 1, takes = 0;
     else if (!strcmp(a, "--reps") && v)
       ok = (o->reps = atoi(v)) >= 1;
     else if (!strcmp(a, "--warmup") && v)
