@@ -74,8 +74,8 @@ typedef struct rblock {
   pending_msg *pending;
   size_t npending, cap_pending;
   size_t kept; /* bytes of its messages kept in memory while it was out */
-  int code;  /* the callback's return, when it failed */
-  char *why; /* blk's reason, when the code was one blk gave the callback */
+  int code;    /* the callback's return, when it failed */
+  char *why;   /* blk's reason, when the code was one blk gave the callback */
   blk_proxy proxy;
 } rblock;
 
@@ -94,6 +94,7 @@ typedef struct rstate {
   int *skip; /* lids of failed blocks to move on (see the top) */
   int nskip;
   int abort_seen;
+  int started; /* every block has taken its first round (the plan is made) */
   blk__sched sched;
   struct reduce_keep *keep; /* the plan (make_plan) */
 } rstate;
@@ -151,20 +152,31 @@ static void mark_ready(rstate *s, rblock *b) {
  * so an out-of-core reduction does not run out of memory through its
  * messages; but a few stay in memory (blk__budget_keep_queue): the block
  * is mostly loaded next, and writing and reading the message back would
- * cost as much as the block. A failed write just keeps it in memory. */
+ * cost as much as the block. A large one may also stay in a block's place
+ * (blk__budget_lend: in a broadcast's last phase, the place of a block
+ * that is done). A failed write just keeps it in
+ * memory; a failed eviction for it fails the operation. */
 static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
   if (blk__buffer_is_ref(q)) return; /* never under a budget: a reference cannot be spilled */
   if (b->busy || blk__budget_resident(&s->m->budget, b->lid)) return;
-  if (blk__budget_keep_queue(&s->m->budget, q->size))
+  if (blk__budget_keep_queue(&s->m->budget, q->size)) {
     b->kept += q->size;
-  else
-    blk__budget_spill_queue(&s->m->budget, b->gid, q, rec);
+    return;
+  }
+  /* (Not for what begin hands over from the stash: the blocks have no
+   * round yet, so the budget could not ask which are done.) */
+  int lent = s->started ? blk__budget_lend(&s->m->budget, b->lid, q->size) : 0;
+  if (lent > 0) return;
+  if (lent < 0) blk__op_fail(s->o, lent, b->gid, b->round, "%s", blk_last_error());
+  blk__budget_spill_queue(&s->m->budget, b->gid, q, rec);
 }
 
-/* The block's messages kept while it was out are its own again. */
+/* The block's messages kept while it was out are its own again, and the
+ * places they held in the budget. */
 static void unkeep(rstate *s, rblock *b) {
   blk__budget_unkeep_queue(&s->m->budget, b->kept);
   b->kept = 0;
+  blk__budget_unlend(&s->m->budget, b->lid);
 }
 
 static int slot_of(const rblock *b, int src) {
@@ -837,7 +849,8 @@ static uint64_t needed_next(void *ctx, int lid) {
   const reduce_keep *k = s->keep;
   if (!k->place) return 1 + (uint64_t)(s->rounds - b->round);
   int f = k->phase[b->round];
-  return (uint64_t)f * (uint64_t)s->nblocks + (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
+  return (uint64_t)f * (uint64_t)s->nblocks +
+         (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
 }
 
 static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
@@ -878,6 +891,7 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
   make_plan(&s, s.keep, room_in_blocks(&m->budget));
   const int *order = s.keep->order;
   for (int i = 0; i < s.nblocks; i++) advance(&s, &s.rb[order ? order[i] : i], 0);
+  s.started = 1;
   drive(&s);
   rc = blk__op_end(s.o, NULL);
   end_state(&s);

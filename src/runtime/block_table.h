@@ -63,7 +63,8 @@ typedef struct blk__block {
    * may save no bytes). */
   blk_buffer held;
   int has_held, held_ahead; /* held_ahead: the bytes were read ahead */
-  struct blk__io_job *job;  /* the codec and I/O under way for it, or NULL */
+  int lent; /* places in the budget its messages hold while it is out (blk__budget_lend) */
+  struct blk__io_job *job; /* the codec and I/O under way for it, or NULL */
 } blk__block;
 
 /* The user's block callbacks (blk_master_config's), as blk calls them. */

@@ -80,7 +80,7 @@ int blk__budget_resident(const blk__budget *b, int lid) {
 }
 
 static int over_budget(const blk__budget *b, int extra_blocks, size_t extra_bytes) {
-  if (b->max_blocks && b->resident + extra_blocks > b->max_blocks) return 1;
+  if (b->max_blocks && b->resident + b->lent + extra_blocks > b->max_blocks) return 1;
   if (b->max_bytes && b->resident > 0 && b->resident_bytes + extra_bytes > b->max_bytes) return 1;
   return 0;
 }
@@ -399,6 +399,7 @@ int blk__budget_acquire(blk__budget *b, int lid) {
   blk__block *blk = blk__table_at(b->table, lid);
   int rc = BLK_OK;
   if (!blk->resident) {
+    blk__budget_unlend(b, lid); /* the places its messages held are its own now */
     rc = make_room(b, lid, saved_size(blk), NULL);
     if (rc == BLK__BUDGET_FULL) return rc;
     /* A failed write leaves no room: go over the budget rather than stop the
@@ -409,6 +410,30 @@ int blk__budget_acquire(blk__budget *b, int lid) {
   }
   if (blk->resident) blk->pins++;
   return rc;
+}
+
+int blk__budget_lend(blk__budget *b, int lid, size_t bytes) {
+  /* One place stays the blocks': a ready block can always come in, so
+   * lending never stops the operation (the places come back as the
+   * blocks the messages wait for are loaded). */
+  if (!b->storage || !b->future || b->max_blocks <= 0 || b->max_bytes > 0 ||
+      2 * bytes < b->saved_max || b->lent + 1 >= b->max_blocks)
+    return 0;
+  if (over_budget(b, 1, 0)) {
+    int v = victim(b, lid, NULL);
+    if (v < 0 || b->future(b->ctx, v) != UINT64_MAX) return 0;
+    int rc = evict(b, v);
+    if (rc) return rc;
+  }
+  blk__table_at(b->table, lid)->lent++;
+  b->lent++;
+  return 1;
+}
+
+void blk__budget_unlend(blk__budget *b, int lid) {
+  blk__block *blk = blk__table_at(b->table, lid);
+  b->lent -= blk->lent;
+  blk->lent = 0;
 }
 
 void blk__budget_release(blk__budget *b, int lid) {

@@ -18,7 +18,9 @@
  * and the block is loaded from there. Besides the blocks, memory holds at
  * most BLK__BUDGET_BEHIND blocks' bytes being written, BLK__BUDGET_AHEAD
  * read ahead, and messages for blocks that are out worth BLK__BUDGET_AHEAD
- * blocks (blk__budget_keep_queue).
+ * blocks (blk__budget_keep_queue); larger messages that wait in memory
+ * hold a block's place each (blk__budget_lend), so blocks and such
+ * messages together stay within the block budget.
  *
  * Everything here runs on the master's driver thread; a pinned block is
  * never evicted, so a callback running on the pool keeps its block.
@@ -55,8 +57,8 @@ typedef struct blk__budget_settings {
   size_t shuffle;           /* byte-shuffle element size, 0 = none */
   const char *spill_dir;    /* NULL: $TMPDIR or /tmp */
   int spill_in_memory;
-  int compression_level; /* the storage's level (the master maps 0 to auto) */
-  int io_threads;        /* the codec and I/O threads (spill_io.h) */
+  int compression_level;       /* the storage's level (the master maps 0 to auto) */
+  int io_threads;              /* the codec and I/O threads (spill_io.h) */
   const blk__context *context; /* the I/O threads' */
 } blk__budget_settings;
 
@@ -67,9 +69,9 @@ typedef struct blk__budget {
   size_t queue_bytes; /* queues at least this large are spilled */
   size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
   blk__storage *storage;
-  blk__io *io;  /* the codec and I/O threads (with storage) */
-  int behind;   /* writes under way */
-  int ahead;    /* blocks read ahead: being read, or held */
+  blk__io *io; /* the codec and I/O threads (with storage) */
+  int behind;  /* writes under way */
+  int ahead;   /* blocks read ahead: being read, or held */
   /* Set by the operation running, NULL between operations:
    * future(ctx, lid) says when lid is needed next, smaller sooner;
    * UINT64_MAX: not again in this operation. */
@@ -82,6 +84,7 @@ typedef struct blk__budget {
   size_t resident_bytes;
   size_t saved_max;   /* the most bytes a block saved so far */
   size_t queues_kept; /* messages for blocks that are out, kept in memory */
+  int lent;           /* block places messages hold (blk__budget_lend) */
   uint64_t clock;
   uint64_t loads, evictions, queues_spilled, queues_restored;
 } blk__budget;
@@ -134,6 +137,21 @@ int blk__budget_keep_queue(blk__budget *b, size_t bytes);
 /* The messages kept for a block that is now in memory (or gone): `bytes`
  * no longer count. */
 void blk__budget_unkeep_queue(blk__budget *b, size_t bytes);
+
+/* Whether a message of `bytes` for block lid, which is out, may stay in
+ * memory in a block's place instead of going to storage: when there is a
+ * free place, or a block in memory that the operation is done with (whose
+ * write was due before its next use anyway), which is evicted now. lid
+ * then holds the place until it is loaded (blk__budget_acquire, or
+ * blk__budget_unlend when the message goes unread), and writing the
+ * message out and reading it back is saved. Under a block budget only
+ * (mem_blocks, no mem_bytes), for a message of at least half the largest
+ * block saved, and never the last place: a ready block can always come
+ * in. Returns 1 if so, 0 if not, or the failed eviction's error (then not;
+ * the victim stays in memory, nothing is lost). */
+int blk__budget_lend(blk__budget *b, int lid, size_t bytes);
+/* The places lid's messages held (blk__budget_lend) are the budget's again. */
+void blk__budget_unlend(blk__budget *b, int lid);
 
 /* Writes a queue buffer to storage and frees its memory (no-op if it is
  * below the threshold or there is no storage). On failure the buffer stays. */
