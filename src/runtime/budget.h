@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buffer_cache.h"
 #include "base/context.h"
 #include "runtime/block_table.h"
 #include "runtime/spill_io.h"
@@ -60,6 +61,7 @@ typedef struct blk__budget_settings {
   int compression_level;       /* the storage's level (the master maps 0 to auto) */
   int io_threads;              /* the codec and I/O threads (spill_io.h) */
   const blk__context *context; /* the I/O threads' */
+  blk__buffer_cache *cache;    /* spare storage for saved and read bytes (may be NULL) */
 } blk__budget_settings;
 
 typedef struct blk__budget {
@@ -69,9 +71,10 @@ typedef struct blk__budget {
   size_t queue_bytes; /* queues at least this large are spilled */
   size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
   blk__storage *storage;
-  blk__io *io; /* the codec and I/O threads (with storage) */
-  int behind;  /* writes under way */
-  int ahead;   /* blocks read ahead: being read, or held */
+  blk__io *io;              /* the codec and I/O threads (with storage) */
+  blk__buffer_cache *cache; /* spare storage for saved and read bytes (see budget.c) */
+  int behind;               /* writes under way */
+  int ahead;                /* blocks read ahead: being read, or held */
   /* Set by the operation running, NULL between operations:
    * future(ctx, lid) says when lid is needed next, smaller sooner;
    * UINT64_MAX: not again in this operation. */
