@@ -72,9 +72,6 @@
 
 #define PATH_MAX_BYTES 4096 /* with the terminating NUL */
 #define TMP_SUFFIX ".tmp"
-/* Blocks marked ready at once while a round stages: one at work and the
- * ones the budget reads ahead. */
-#define STAGE_AHEAD (1 + BLK__BUDGET_AHEAD)
 
 /* What rank 0 tells every rank first. */
 typedef struct shared {
@@ -366,7 +363,10 @@ static int write_blocks(writer *w) {
   int next = 0, pending = 0, more = 1, stop = 0, lids[64], ran[64];
   while (more && !stop) {
     while (sched) {
-      while (pending < STAGE_AHEAD && next < n && w->round.size < cap && !failed_here(c)) {
+      /* Ready at once while a round stages: one at work and the ones the
+       * budget reads ahead. */
+      while (pending < 1 + m->budget.ahead_max && next < n && w->round.size < cap &&
+             !failed_here(c)) {
         blk__sched_ready(&s, next++, 0, 1);
         pending++;
       }

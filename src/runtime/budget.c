@@ -56,6 +56,8 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
   }
   int rc = blk__storage_create(&b->storage, dir, rank, set->compression_level);
   if (!rc) rc = blk__io_create(&b->io, b->storage, set->io_threads, set->context);
+  int io = set->io_threads < 1 ? 1 : set->io_threads;
+  b->ahead_max = 2 * io < BLK__BUDGET_AHEAD_MAX ? 2 * io : BLK__BUDGET_AHEAD_MAX;
   return rc;
 }
 
@@ -88,7 +90,7 @@ static int over_budget(const blk__budget *b, int extra_blocks, size_t extra_byte
 
 int blk__budget_keep_queue(blk__budget *b, size_t bytes) {
   if (!b->storage || bytes == 0 || bytes < b->queue_bytes) return 0;
-  if (b->queues_kept + bytes > (size_t)BLK__BUDGET_AHEAD * b->saved_max) return 0;
+  if (b->queues_kept + bytes > (size_t)BLK__BUDGET_KEPT * b->saved_max) return 0;
   b->queues_kept += bytes;
   return 1;
 }
@@ -458,7 +460,7 @@ void blk__budget_release(blk__budget *b, int lid) {
 int blk__budget_prefetch(blk__budget *b, int lid) {
   blk__block *blk = blk__table_at(b->table, lid);
   if (!b->io || blk->resident || blk->has_held || blk->job || !blk->rec.stored ||
-      b->ahead >= BLK__BUDGET_AHEAD)
+      b->ahead >= b->ahead_max)
     return 0;
   blk__io_job *job = blk__calloc(1, sizeof *job);
   if (!job) return 0; /* the load reads it then */

@@ -323,8 +323,8 @@ static int pick(blk__sched *s) {
 /* Starts reading ahead the ready blocks that are out, in the order pick
  * loads them, while the driver and the workers compute. */
 static void read_ahead(blk__sched *s) {
-  int chosen[BLK__BUDGET_AHEAD], n = 0;
-  while (n < BLK__BUDGET_AHEAD && s->budget->ahead < BLK__BUDGET_AHEAD) {
+  int chosen[BLK__BUDGET_AHEAD_MAX], n = 0;
+  while (n < s->budget->ahead_max && s->budget->ahead < s->budget->ahead_max) {
     int i = pick_out(s, chosen, n);
     if (i < 0) break;
     chosen[n++] = s->ready[i];
