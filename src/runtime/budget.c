@@ -101,7 +101,7 @@ void blk__budget_unkeep_queue(blk__budget *b, size_t bytes) {
 
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec) {
   if (!b->storage || q->size == 0 || q->size < b->queue_bytes || rec->stored) return BLK_OK;
-  int rc = blk__storage_put(b->storage, gid, BLK__RECORD_QUEUE, q->data, q->size, b->shuffle, rec);
+  int rc = blk__storage_put(b->storage, gid, BLK__RECORD_QUEUE, q->data, q->size, 0, rec);
   if (rc) return rc;
   blk__buffer_cache_give(b->cache, q);
   b->queues_spilled++;
