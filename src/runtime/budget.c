@@ -37,7 +37,6 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
   b->max_bytes = set->mem_bytes;
   b->queue_bytes = set->queue_spill_bytes;
   b->shuffle = set->shuffle;
-  b->cache = set->cache;
   if (!blk__budget_active(b)) return BLK_OK;
   const blk__block_fns *fns = &t->fns;
   if (b->max_bytes && !fns->size)
@@ -103,15 +102,14 @@ int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record 
   if (!b->storage || q->size == 0 || q->size < b->queue_bytes || rec->stored) return BLK_OK;
   int rc = blk__storage_put(b->storage, gid, BLK__RECORD_QUEUE, q->data, q->size, 0, rec);
   if (rc) return rc;
-  blk__buffer_cache_give(b->cache, q);
+  blk_buffer_free(q);
   b->queues_spilled++;
   return BLK_OK;
 }
 
 int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec) {
   if (!rec->stored) return BLK_OK;
-  int rc = blk__buffer_cache_reserve(b->cache, q, (size_t)rec->raw);
-  if (!rc) rc = blk__storage_get(b->storage, rec, q);
+  int rc = blk__storage_get(b->storage, rec, q);
   if (rc) return rc;
   blk__storage_release(b->storage, rec);
   memset(rec, 0, sizeof *rec);
@@ -156,7 +154,7 @@ static int finish_job(blk__budget *b, blk__io_job *job) {
   } else {
     b->ahead--;
   }
-  blk__buffer_cache_give(b->cache, &job->bytes);
+  blk_buffer_free(&job->bytes);
   free(job);
   return rc;
 }
@@ -227,16 +225,11 @@ static int evict(blk__budget *b, int lid) {
   const blk__block_fns *fns = &b->table->fns;
   blk__block *blk = blk__table_at(b->table, lid);
   blk_buffer saved = BLK_BUFFER_INIT;
-  /* Room for as much as a block saved so far, from spare storage: saved
-   * into fresh memory, a block page-faults on every 4 KiB of it. (No room
-   * is no error: save then grows the buffer itself.) */
-  if (b->saved_max) blk__buffer_cache_reserve(b->cache, &saved, b->saved_max);
-  saved.error = 0;
   int rc = fns->save(&saved, blk->data, blk->gid, fns->user);
   if (rc || saved.error) {
     rc = blk__fail(BLK_ECALLBACK, "budget: the save callback failed for gid %d (code %d)", blk->gid,
                    rc ? rc : saved.error);
-    blk__buffer_cache_give(b->cache, &saved);
+    blk_buffer_free(&saved);
     return rc;
   }
   /* Its large queues go with it; a queue that fails to write simply stays
@@ -256,7 +249,7 @@ static int evict(blk__budget *b, int lid) {
   b->evictions++;
   BLK__LOG(BLK_LOG_DEBUG, "budget: evicted gid %d (%zu bytes)", blk->gid, raw);
   rc = write_out(b, lid, &saved);
-  blk__buffer_cache_give(b->cache, &saved);
+  blk_buffer_free(&saved);
   return rc;
 }
 
@@ -326,8 +319,7 @@ static int saved_bytes(blk__budget *b, blk__block *blk, blk_buffer *saved) {
     blk->held_ahead = 0;
     return BLK_OK;
   }
-  int rc = blk__buffer_cache_reserve(b->cache, saved, (size_t)blk->rec.raw);
-  return rc ? rc : blk__storage_get(b->storage, &blk->rec, saved);
+  return blk__storage_get(b->storage, &blk->rec, saved);
 }
 
 /* Creates and loads block lid from its saved bytes, and brings its queues
@@ -387,7 +379,7 @@ exit:
     blk_buffer_swap(&blk->held, &saved);
     blk->has_held = 1;
   }
-  blk__buffer_cache_give(b->cache, &saved); /* (what load did not take) */
+  blk_buffer_free(&saved);
   return rc;
 }
 
@@ -465,11 +457,6 @@ int blk__budget_prefetch(blk__budget *b, int lid) {
   blk__io_job *job = blk__calloc(1, sizeof *job);
   if (!job) return 0; /* the load reads it then */
   *job = (blk__io_job){.op = BLK__IO_GET, .lid = lid, .gid = blk->gid, .rec = blk->rec};
-  /* The I/O thread decodes into spare storage rather than fresh pages. */
-  if (blk__buffer_cache_reserve(b->cache, &job->bytes, (size_t)blk->rec.raw)) {
-    free(job);
-    return 0; /* the load reads it then */
-  }
   blk->job = job;
   blk__io_submit(b->io, job);
   b->ahead++;

@@ -18,10 +18,10 @@
  * and the block is loaded from there. Besides the blocks, memory holds at
  * most BLK__BUDGET_BEHIND blocks' bytes being written, two per I/O thread
  * read ahead (at most BLK__BUDGET_AHEAD_MAX), and messages for blocks that
- * are out worth BLK__BUDGET_KEPT blocks (blk__budget_keep_queue), and the
- * spare storage the master's buffer cache keeps; larger messages that wait in memory
- * hold a block's place each (blk__budget_lend), so blocks and such
- * messages together stay within the block budget.
+ * are out worth BLK__BUDGET_KEPT blocks (blk__budget_keep_queue); larger
+ * messages that wait in memory hold a block's place each
+ * (blk__budget_lend), so blocks and such messages together stay within the
+ * block budget.
  *
  * Everything here runs on the master's driver thread; a pinned block is
  * never evicted, so a callback running on the pool keeps its block.
@@ -32,7 +32,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/buffer_cache.h"
 #include "base/context.h"
 #include "runtime/block_table.h"
 #include "runtime/spill_io.h"
@@ -68,7 +67,6 @@ typedef struct blk__budget_settings {
   int compression_level;       /* the storage's level (the master maps 0 to auto) */
   int io_threads;              /* the codec and I/O threads (spill_io.h) */
   const blk__context *context; /* the I/O threads' */
-  blk__buffer_cache *cache;    /* spare storage for saved and read bytes (may be NULL) */
 } blk__budget_settings;
 
 typedef struct blk__budget {
@@ -78,11 +76,10 @@ typedef struct blk__budget {
   size_t queue_bytes; /* queues at least this large are spilled */
   size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
   blk__storage *storage;
-  blk__io *io;              /* the codec and I/O threads (with storage) */
-  blk__buffer_cache *cache; /* spare storage for saved and read bytes (see budget.c) */
-  int behind;               /* writes under way */
-  int ahead;                /* blocks read ahead: being read, or held */
-  int ahead_max;            /* two per I/O thread, at most BLK__BUDGET_AHEAD_MAX */
+  blk__io *io;   /* the codec and I/O threads (with storage) */
+  int behind;    /* writes under way */
+  int ahead;     /* blocks read ahead: being read, or held */
+  int ahead_max; /* two per I/O thread, at most BLK__BUDGET_AHEAD_MAX */
   /* Set by the operation running, NULL between operations:
    * future(ctx, lid) says when lid is needed next, smaller sooner;
    * UINT64_MAX: not again in this operation. */
