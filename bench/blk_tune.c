@@ -5,7 +5,7 @@
  *
  *   mpiexec -n R blk-tune [--blocks-per-rank 1,4] [--k 2] [--sizes 1K:16M:4] [--no-model]
  *                         [--reps N] [--passes P] [--output FILE] [--evaluate]
- *                         [--evaluate-with FILE]
+ *                         [--evaluate-with FILE] [--held-out FILE]
  *
  * For each blocks-per-rank count and array size (one block's array of
  * floats), each algorithm (TREE, SPLIT, BUTTERFLY, RING, SEGMENTED_RING,
@@ -50,7 +50,9 @@
  * it prints chosen time / fastest time for each size, and the mean and
  * worst of each way (--evaluate-with FILE: that file instead of the one
  * just written, e.g. one written at another rank count, whose cost-model
- * line then chooses). For the cost model it does the same with k and the
+ * line then chooses; --held-out FILE: the held-out times too, in the
+ * tuning file's format, so that other ways of choosing can be scored
+ * against the same two runs). For the cost model it does the same with k and the
  * order: at the held-out sizes it times every (k, order) of the fit and what
  * blk_partners_choose picks with the fitted and with the built-in
  * constants, and scores both picks against the fastest of those.
@@ -549,7 +551,7 @@ int main(int argc, char **argv) {
   int nsizes = 0, bprs[MAX_BPR] = {1}, nbpr = 1, k = 2, reps_opt = 0, passes = 2, evaluate = 0,
       cost_model = 1, given = 0;
   double constants[NFEAT] = {0};
-  const char *output = "blk-tuning.txt", *evaluate_with = NULL;
+  const char *output = "blk-tuning.txt", *evaluate_with = NULL, *held_out = NULL;
   parse_sizes("1K:16M:4", sizes, &nsizes);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -569,6 +571,8 @@ int main(int argc, char **argv) {
       evaluate = 1;
     else if (!strcmp(a, "--evaluate-with") && v)
       evaluate = 1, evaluate_with = v, i++;
+    else if (!strcmp(a, "--held-out") && v)
+      evaluate = 1, held_out = v, i++;
     else if (!strcmp(a, "--no-model"))
       cost_model = 0;
     else if (!strcmp(a, "--constants") && v) {
@@ -659,6 +663,11 @@ int main(int argc, char **argv) {
   if (evaluate && nsizes > 1) {
     quality q[3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
     static const char *const how[3] = {"built-in rules", "tuning file", "fitted alpha-beta"};
+    FILE *hout = NULL;
+    if (rank_ == 0 && held_out) {
+      if (!(hout = fopen(held_out, "w"))) stop("cannot write %s", held_out);
+      fprintf(hout, "# blk-tune --held-out: %d ranks, k = %d\nblk-tuning 1\n", size, k);
+    }
     if (rank_ == 0)
       printf(
           "\nheld-out sizes (chosen / fastest):\n\n| blocks a rank | bytes | fastest | "
@@ -672,6 +681,8 @@ int main(int argc, char **argv) {
         int best = 0, model = 0;
         measure_all(&s, k, bytes, reps_opt, passes, t);
         for (int ai = 0; ai < NALGS; ai++) {
+          if (hout)
+            fprintf(hout, "%d %d %d %zu %s %.3f\n", size, s.n, k, bytes, alg_names[ai], t[ai]);
           if (t[ai] < t[best]) best = ai;
           double p = alpha[bi][ai] + beta[bi][ai] * (double)bytes;
           if (p < alpha[bi][model] + beta[bi][model] * (double)bytes) model = ai;
@@ -690,6 +701,7 @@ int main(int argc, char **argv) {
       }
       free_setup(&s);
     }
+    if (hout && fclose(hout) != 0) stop("writing %s failed", held_out);
     if (rank_ == 0) {
       printf("\n| choice | mean chosen/fastest | worst |\n|---|---:|---:|\n");
       for (int w = 0; w < 3; w++)

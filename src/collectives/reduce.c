@@ -154,8 +154,8 @@ static void mark_ready(rstate *s, rblock *b) {
  * is mostly loaded next, and writing and reading the message back would
  * cost as much as the block. A large one may also stay in a block's place
  * (blk__budget_lend: in a broadcast's last phase, the place of a block
- * that is done). A failed write just keeps it in
- * memory; a failed eviction for it fails the operation. */
+ * that is done). A failed write just keeps it in memory; a failed
+ * eviction for it fails the operation. */
 static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
   if (blk__buffer_is_ref(q)) return; /* never under a budget: a reference cannot be spilled */
   if (b->busy || blk__budget_resident(&s->m->budget, b->lid)) return;
