@@ -30,6 +30,7 @@
 
 #include "base/alloc.h"
 #include "base/fail.h"
+#include "base/settings.h"
 #include "blk/partners.h"
 #include "collectives/reduce_run.h"
 #include "patterns/partners_folded.h"
@@ -218,13 +219,8 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
 
 int blk_all_gather_config_init(blk_all_gather_config *cfg, unsigned int version) {
   static const blk_all_gather_config defaults = BLK_ALL_GATHER_CONFIG_INIT;
-  if (!cfg) return blk__fail(BLK_EINVAL, "all_gather: config init: cfg is NULL");
-  if (version < 1 || version > BLK_ALL_GATHER_CONFIG_VERSION)
-    return blk__fail(BLK_EINVAL, "all_gather: config init: version %u; this blk knows 1..%u",
-                     version, BLK_ALL_GATHER_CONFIG_VERSION);
-  *cfg = defaults; /* (one layout so far) */
-  cfg->version = version;
-  return BLK_OK;
+  return blk__settings_init(cfg, &defaults, sizeof defaults, NULL, version,
+                            BLK_ALL_GATHER_CONFIG_VERSION, "all_gather: config init");
 }
 
 int blk_all_gather(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,

@@ -73,6 +73,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/settings.h"
 #include "blk/all_to_all.h"
 #include "blk/partners.h"
 #include "blk/reduce.h"
@@ -133,7 +134,7 @@ typedef struct a2a {
   void *user;
   int nblocks, k, rounds, me;
   int refs; /* no budget: items inside the rank travel as references */
-  int fold;  /* folded (partners_folded.h): gids 2i+1 for i < fold are extras */
+  int fold; /* folded (partners_folded.h): gids 2i+1 for i < fold are extras */
   /* Round e's digit of a gid, (gid / step[e]) % radix[e]: the partners'
    * blk_partners_round_position over one axis, without a call per item
    * (folded: of the virtual block the gid stands as). */
@@ -609,13 +610,8 @@ static void digits(a2a *s) {
 
 int blk_all_to_all_config_init(blk_all_to_all_config *cfg, unsigned int version) {
   static const blk_all_to_all_config defaults = BLK_ALL_TO_ALL_CONFIG_INIT;
-  if (!cfg) return blk__fail(BLK_EINVAL, "all_to_all: config init: cfg is NULL");
-  if (version < 1 || version > BLK_ALL_TO_ALL_CONFIG_VERSION)
-    return blk__fail(BLK_EINVAL, "all_to_all: config init: version %u; this blk knows 1..%u",
-                     version, BLK_ALL_TO_ALL_CONFIG_VERSION);
-  *cfg = defaults; /* (one layout so far) */
-  cfg->version = version;
-  return BLK_OK;
+  return blk__settings_init(cfg, &defaults, sizeof defaults, NULL, version,
+                            BLK_ALL_TO_ALL_CONFIG_VERSION, "all_to_all: config init");
 }
 
 int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,

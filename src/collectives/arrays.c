@@ -41,6 +41,7 @@
 #include "base/combine.h"
 #include "base/fail.h"
 #include "base/memory_limit.h"
+#include "base/settings.h"
 #include "blk/partners.h"
 #include "blk/reduce.h"
 #include "collectives/reduce_run.h"
@@ -578,17 +579,11 @@ static int ring_segments(const blk_arrays *spec, size_t elem, int n, int ranks) 
 
 int blk_arrays_init(blk_arrays *spec, unsigned int version) {
   static const blk_arrays defaults = BLK_ARRAYS_INIT;
-  if (!spec) return blk__fail(BLK_EINVAL, "arrays: init: spec is NULL");
-  if (version < 1 || version > BLK_ARRAYS_VERSION)
-    return blk__fail(BLK_EINVAL, "arrays: init: version %u; this blk knows 1..%u", version,
-                     BLK_ARRAYS_VERSION);
   /* Only the fields of that layout: a caller built against it has no more. */
-  size_t size = version == 1   ? offsetof(blk_arrays, segment)
-                : version == 2 ? offsetof(blk_arrays, combine)
-                               : sizeof *spec;
-  memcpy(spec, &defaults, size);
-  spec->version = version;
-  return BLK_OK;
+  static const size_t bytes_of[BLK_ARRAYS_VERSION + 1] = {
+      0, offsetof(blk_arrays, segment), offsetof(blk_arrays, combine), sizeof(blk_arrays)};
+  return blk__settings_init(spec, &defaults, sizeof defaults, bytes_of, version, BLK_ARRAYS_VERSION,
+                            "arrays: init");
 }
 
 static int check_spec(const blk_assigner *a, const blk_arrays *s, size_t *elem) {

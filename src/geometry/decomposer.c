@@ -53,6 +53,7 @@
 
 #include "base/alloc.h"
 #include "base/fail.h"
+#include "base/settings.h"
 #include "geometry/coord.h"
 #include "geometry/decomposer_axis.h"
 
@@ -639,13 +640,8 @@ static int check_wrap_room(const blk_decomposer *d) {
 
 int blk_decomposer_config_init(blk_decomposer_config *cfg, unsigned int version) {
   static const blk_decomposer_config defaults = BLK_DECOMPOSER_CONFIG_INIT;
-  if (!cfg) return blk__fail(BLK_EINVAL, "decomposer: config_init: cfg is NULL");
-  if (version < 1 || version > BLK_DECOMPOSER_CONFIG_VERSION)
-    return blk__fail(BLK_EINVAL, "decomposer: config_init: version %u; this blk knows 1..%u",
-                     version, BLK_DECOMPOSER_CONFIG_VERSION);
-  *cfg = defaults; /* (one layout so far) */
-  cfg->version = version;
-  return BLK_OK;
+  return blk__settings_init(cfg, &defaults, sizeof defaults, NULL, version,
+                            BLK_DECOMPOSER_CONFIG_VERSION, "decomposer: config init");
 }
 
 static int create(blk_decomposer **out, const blk_bounds *db, const blk_cbounds *cb, int nblocks,

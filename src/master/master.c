@@ -23,6 +23,7 @@
 #include "base/cpus.h"
 #include "base/logger.h"
 #include "base/memory_limit.h"
+#include "base/settings.h"
 #include "base/thread.h"
 #include "master/master_state.h"
 #include "runtime/callback.h"
@@ -115,13 +116,8 @@ static void load_tuning(blk__tuning **out, const char *path, MPI_Comm comm, int 
 
 int blk_master_config_init(blk_master_config *cfg, unsigned int version) {
   static const blk_master_config defaults = BLK_MASTER_CONFIG_INIT;
-  if (!cfg) return blk__fail(BLK_EINVAL, "master: config_init: cfg is NULL");
-  if (version < 1 || version > BLK_MASTER_CONFIG_VERSION)
-    return blk__fail(BLK_EINVAL, "master: config_init: version %u; this blk knows 1..%u", version,
-                     BLK_MASTER_CONFIG_VERSION);
-  memcpy(cfg, &defaults, config_bytes[version]);
-  cfg->version = version;
-  return BLK_OK;
+  return blk__settings_init(cfg, &defaults, sizeof defaults, config_bytes, version,
+                            BLK_MASTER_CONFIG_VERSION, "master: config init");
 }
 
 /* The caller's settings in this blk's layout: the fields its version has,
