@@ -10,11 +10,10 @@
  * were written, at the block's own offset, as a program gathering into its
  * array has them) and odd gids none, on every rank but rank 1, which has
  * no place; take must get the region, holding every piece, and place must
- * be asked once per block with the total. Then
- * failures: give failing on one gid, take failing on one gid, k = 1, and a
- * config of an unknown version on rank 0 only: every rank returns the same
- * code and detail, and no block takes anything from a gather whose give
- * failed.
+ * be asked once per block with the total. Then failures: give failing on
+ * one gid, take failing on one gid, k = 1, and a config of an unknown
+ * version on rank 0 only: every rank returns the same code and detail, and
+ * no block takes anything from a gather whose give failed.
  *
  *   test_all_gather --threads T [--mem-blocks M]
  */
