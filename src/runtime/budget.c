@@ -37,6 +37,9 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
   b->max_bytes = set->mem_bytes;
   b->queue_bytes = set->queue_spill_bytes;
   b->shuffle = set->shuffle;
+  /* (Set in core too: a checkpoint stages as many blocks at once.) */
+  int io = set->io_threads < 1 ? 1 : set->io_threads;
+  b->ahead_max = 2 * io < BLK__BUDGET_AHEAD_MAX ? 2 * io : BLK__BUDGET_AHEAD_MAX;
   if (!blk__budget_active(b)) return BLK_OK;
   const blk__block_fns *fns = &t->fns;
   if (b->max_bytes && !fns->size)
@@ -55,8 +58,6 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
   }
   int rc = blk__storage_create(&b->storage, dir, rank, set->compression_level);
   if (!rc) rc = blk__io_create(&b->io, b->storage, set->io_threads, set->context);
-  int io = set->io_threads < 1 ? 1 : set->io_threads;
-  b->ahead_max = 2 * io < BLK__BUDGET_AHEAD_MAX ? 2 * io : BLK__BUDGET_AHEAD_MAX;
   return rc;
 }
 
