@@ -18,8 +18,12 @@
  * floats, so the sums are exact); a wrong one stops the run. Rank 0 writes
  * one line per measurement, "ranks blocks k bytes algorithm microseconds",
  * after the "blk-tuning 1" header, and prints a table with the fastest
- * algorithm of each size. Run it with the rank count and the threads of the
- * jobs it is for: the file only serves that rank count.
+ * algorithm of each size. Besides the sizes of the grid, it measures those
+ * just below and just above where an algorithm's messages cross the MPI's
+ * eager limit, which it finds first (eager_step.h): each algorithm's time
+ * steps there, and the file must not interpolate across the step. Run it
+ * with the rank count and the threads of the jobs it is for: the file only
+ * serves that rank count.
  *
  * It also fits t = alpha + beta * bytes to each algorithm's times (least
  * squares, weighted by 1/t^2 so that small and large sizes count alike) and
@@ -44,7 +48,7 @@
  * rank count on another with --evaluate.
  *
  * --evaluate then times every algorithm at sizes held out of the file (the
- * geometric midpoints of the measured ones) and scores three ways of
+ * geometric midpoints of the grid's sizes) and scores three ways of
  * choosing against the fastest there: blk's built-in rules, the file just
  * written (read by a master, as a program would), and the fitted lines;
  * it prints chosen time / fastest time for each size, and the mean and
@@ -57,6 +61,7 @@
  * blk_partners_choose picks with the fitted and with the built-in
  * constants, and scores both picks against the fastest of those.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep (eager_step.h) */
 #include <blk/blk.h>
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +70,7 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "eager_step.h"
 #include "tune_fit.h"
 
 static int by_value(const void *a, const void *b) {
@@ -82,7 +88,8 @@ static double slowest_median(double *t, int reps) {
   return mid * 1e6;
 }
 
-#define MAX_SIZES 32
+#define MAX_SIZES 32                 /* given by --sizes */
+#define MAX_MEASURED (MAX_SIZES + 6) /* and around the eager step */
 #define MAX_BPR 8
 #define NALGS 6
 
@@ -185,6 +192,39 @@ static void parse_list(const char *arg, int *v, int *n, int max) {
     v[(*n)++] = (int)x;
     at = *end == ',' ? end + 1 : end;
   }
+}
+
+static int by_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The sizes to measure for n blocks: the grid, and for each kind of message
+ * an algorithm sends, the array sizes at which that message lies just below
+ * and just above the eager step (step.lo and step.hi bytes; 0: none): whole
+ * arrays (TREE, BUTTERFLY, PIPELINED_TREE up to its segment), a k-th of one
+ * (SPLIT's first pieces) and an n-th (the rings' pieces). Just below is lo -
+ * 64 bytes, so that the message still goes at once with blk's 32-byte
+ * header (runtime/comm.h); just above is hi. Interpolating across a step
+ * blends it into a slope (RING's time at 2 ranks goes from 3.1 to 8.3 us
+ * between 16 and 19.5 KiB, performance.md 15.2); with a point on each side
+ * only sizes within about 1% of it are guessed. Sizes beyond the grid's
+ * ends are left out; ascending; returns how many. */
+static int measured_sizes(const size_t *grid, int ngrid, eager_bracket step, int k, int n,
+                          size_t *out) {
+  int m = 0;
+  for (int i = 0; i < ngrid; i++) out[m++] = grid[i];
+  const int parts[3] = {1, k, n};
+  for (int p = 0; p < 3 && step.lo > 64; p++)
+    for (int side = 0; side < 2; side++) {
+      size_t bytes = (side ? step.hi : step.lo - 64) * (size_t)parts[p];
+      bytes -= bytes % sizeof(float);
+      int known = bytes <= grid[0] || bytes >= grid[ngrid - 1];
+      for (int i = 0; i < m && !known; i++) known = out[i] == bytes;
+      if (!known) out[m++] = bytes;
+    }
+  qsort(out, (size_t)m, sizeof *out, by_size);
+  return m;
 }
 
 /* Least squares of t = a + b x weighted by 1/t^2. */
@@ -606,27 +646,42 @@ int main(int argc, char **argv) {
             when, size, k);
     printf("blk-tune: %d ranks, k = %d, writing %s\n", size, k, output);
   }
+  eager_bracket step = eager_step();
+  if (rank_ == 0) {
+    if (step.lo)
+      printf(
+          "MPI's eager step: messages of %zu bytes go at once, of %zu after a handshake; "
+          "also measured: the sizes whose messages lie on either side of it\n",
+          step.lo, step.hi);
+    else
+      printf("MPI's eager step: none found%s\n", size < 2 ? " (one rank)" : "");
+    fprintf(out, "# MPI's eager step: between %zu and %zu bytes (0: none found)\n", step.lo,
+            step.hi);
+  }
   size_t most = sizes[nsizes - 1] / sizeof(float);
   double alpha[MAX_BPR][NALGS], beta[MAX_BPR][NALGS];
   for (int bi = 0; bi < nbpr; bi++) {
     setup s = make_setup(size, bprs[bi], most, NULL);
-    double t[NALGS][MAX_SIZES];
+    size_t msizes[MAX_MEASURED];
+    int nm = measured_sizes(sizes, nsizes, step, k, s.n, msizes);
+    double t[NALGS][MAX_MEASURED];
     if (rank_ == 0)
       printf(
           "\n%d blocks a rank (%d in all)\n\n| bytes | TREE | SPLIT | BUTTERFLY | RING | "
           "SEGMENTED_RING | PIPELINED_TREE | fastest |\n|---:|---:|---:|---:|---:|---:|---:|---|\n",
           bprs[bi], s.n);
-    for (int si = 0; si < nsizes; si++) {
+    for (int si = 0; si < nm; si++) {
       double at[NALGS];
-      measure_all(&s, k, sizes[si], reps_opt, passes, at);
+      measure_all(&s, k, msizes[si], reps_opt, passes, at);
       for (int ai = 0; ai < NALGS; ai++) {
         t[ai][si] = at[ai];
         if (out)
-          fprintf(out, "%d %d %d %zu %s %.3f\n", size, s.n, k, sizes[si], alg_names[ai], t[ai][si]);
+          fprintf(out, "%d %d %d %zu %s %.3f\n", size, s.n, k, msizes[si], alg_names[ai],
+                  t[ai][si]);
       }
       if (rank_ == 0) {
         int best = 0;
-        printf("| %zu |", sizes[si]);
+        printf("| %zu |", msizes[si]);
         for (int ai = 0; ai < NALGS; ai++) {
           printf(" %.1f |", t[ai][si]);
           if (t[ai][si] < t[best][si]) best = ai;
@@ -640,10 +695,10 @@ int main(int argc, char **argv) {
           "| algorithm | alpha (usec) | beta (usec/MiB) | worst error of the fit |\n"
           "|---|---:|---:|---:|\n");
     for (int ai = 0; ai < NALGS; ai++) {
-      double x[MAX_SIZES], worst = 0;
-      for (int si = 0; si < nsizes; si++) x[si] = (double)sizes[si];
-      fit(x, t[ai], nsizes, &alpha[bi][ai], &beta[bi][ai]);
-      for (int si = 0; si < nsizes; si++)
+      double x[MAX_MEASURED], worst = 0;
+      for (int si = 0; si < nm; si++) x[si] = (double)msizes[si];
+      fit(x, t[ai], nm, &alpha[bi][ai], &beta[bi][ai]);
+      for (int si = 0; si < nm; si++)
         worst = fmax(worst, fabs(alpha[bi][ai] + beta[bi][ai] * x[si] - t[ai][si]) / t[ai][si]);
       if (rank_ == 0)
         printf("| %s | %.2f | %.1f | %.0f%% |\n", alg_names[ai], alpha[bi][ai],
@@ -656,7 +711,7 @@ int main(int argc, char **argv) {
   out = NULL;
   MPI_Barrier(MPI_COMM_WORLD);
 
-  /* Held out: the sizes halfway (geometrically) between the measured ones,
+  /* Held out: the sizes halfway (geometrically) between those of the grid,
    * each algorithm timed there; what the built-in rules, the file just
    * written (a master reading it, as a program would) and the fitted lines
    * choose, against the fastest. */
