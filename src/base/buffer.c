@@ -17,6 +17,7 @@
  */
 #include "blk/buffer.h"
 #include "base/alloc.h"
+#include "base/copy.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -106,7 +107,7 @@ int blk_buffer_reserve(blk_buffer *b, size_t extra) {
 int blk_buffer_write(blk_buffer *b, const void *src, size_t n) {
   int rc = blk_buffer_reserve(b, n);
   if (rc != 0) return rc;
-  if (n > 0) memcpy(b->data + b->size, src, n);
+  blk__copy(b->data + b->size, src, n);
   b->size += n;
   return 0;
 }
@@ -129,7 +130,7 @@ int blk_buffer_read(blk_buffer *b, void *dst, size_t n) {
     if (n > 0) memset(dst, 0, n);
     return rc;
   }
-  if (n > 0) memcpy(dst, b->data + b->pos, n);
+  blk__copy(dst, b->data + b->pos, n);
   b->pos += n;
   return 0;
 }
@@ -188,7 +189,7 @@ int blk_buffer_write_array(blk_buffer *b, const void *data, size_t elem_size, si
   if (rc != 0) return rc;
   uint64_t n = (uint64_t)count;
   memcpy(b->data + b->size, &n, sizeof n);
-  if (bytes > 0) memcpy(b->data + b->size + sizeof n, data, bytes);
+  blk__copy(b->data + b->size + sizeof n, data, bytes);
   b->size += sizeof n + bytes;
   return 0;
 }
@@ -246,7 +247,7 @@ int blk_buffer_read_array(blk_buffer *b, void *dst, size_t elem_size, size_t max
       memset(dst, 0, max_count * elem_size);
     return rc;
   }
-  if (bytes > 0) memcpy(dst, b->data + b->pos, bytes);
+  blk__copy(dst, b->data + b->pos, bytes);
   b->pos += bytes;
   return 0;
 }
@@ -264,7 +265,7 @@ int blk_buffer_read_array_alloc(blk_buffer *b, void **dst, size_t elem_size, siz
     return SET_ERROR(b, BLK_ENOMEM, "buffer: cannot allocate %zu bytes for the array at offset %zu",
                      bytes, at);
   }
-  memcpy(p, b->data + b->pos, bytes);
+  blk__copy(p, b->data + b->pos, bytes);
   b->pos += bytes;
   *dst = p;
   return 0;

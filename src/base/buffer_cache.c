@@ -9,6 +9,7 @@
  */
 #include "base/buffer_cache.h"
 #include "base/alloc.h"
+#include "base/copy.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -131,7 +132,7 @@ int blk__buffer_cache_reserve(blk__buffer_cache *c, blk_buffer *b, size_t size) 
   if (best < 0) return blk_buffer_reserve(b, size);
   /* Growing: what was written moves over (a copy costs far less than the
    * page faults of new memory). */
-  if (b->size) memcpy(kept.data, b->data, b->size);
+  blk__copy(kept.data, b->data, b->size);
   kept.size = b->size;
   kept.pos = b->pos;
   blk__buffer_cache_give(c, b);
@@ -148,7 +149,7 @@ int blk__buffer_cache_own(blk__buffer_cache *c, blk_buffer *b) {
     b->error = rc;
     return rc;
   }
-  if (ref.size) memcpy(own.data, ref.data, ref.size);
+  blk__copy(own.data, ref.data, ref.size);
   own.size = ref.size;
   own.pos = ref.pos;
   *b = own;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/fail.h"
 #include "base/settings.h"
 #include "blk/partners.h"
@@ -130,7 +131,7 @@ static int join(const run *runs, int k, int gid, blk_buffer *q) {
   for (int j = 0; j < k; j++) {
     memcpy(sizes, runs[j].sizes, (size_t)(8 * runs[j].m));
     sizes += 8 * runs[j].m;
-    if (runs[j].nbytes) memcpy(data, runs[j].bytes, runs[j].nbytes);
+    blk__copy(data, runs[j].bytes, runs[j].nbytes);
     data += runs[j].nbytes;
   }
   return BLK_OK;
@@ -163,7 +164,7 @@ static int hand_over(const gather *g, blk_proxy *p, void *block, int gid, const 
   }
   unsigned char *to = result;
   for (int j = 0; j < k; j++) {
-    if (runs[j].nbytes) memcpy(to, runs[j].bytes, runs[j].nbytes);
+    blk__copy(to, runs[j].bytes, runs[j].nbytes);
     to += runs[j].nbytes;
   }
   int rc = g->take(block, gid, result, offsets, g->nblocks, g->user);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/fail.h"
 #include "master/master_state.h"
 
@@ -95,9 +96,9 @@ static int gather_fold(blk_master *m, const unsigned char *records, int n, size_
     order[i].at = i * stride + sizeof(int32_t);
   }
   qsort(order, (size_t)total, sizeof *order, by_gid);
-  memcpy(acc, all + order[0].at, size);
+  blk__copy(acc, all + order[0].at, size);
   for (size_t i = 1; i < total; i++) op(acc, all + order[i].at, user);
-  memcpy(result, acc, size);
+  blk__copy(result, acc, size);
 exit:
   free(all);
   free(order);

@@ -73,6 +73,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/settings.h"
 #include "blk/all_to_all.h"
 #include "blk/partners.h"
@@ -245,7 +246,7 @@ static int add_references(blk_proxy *p, a2a_block *b, const blk_buffer *m, int s
     blk__proxy_misuse(p, "all_to_all: a list of references from gid %d of %zu bytes", src, bytes);
   size_t count = bytes / sizeof(item);
   if (room_for_items(b, count)) return BLK_ENOMEM;
-  if (count) memcpy(b->items + b->nitems, m->data + m->pos, count * sizeof(item));
+  blk__copy(b->items + b->nitems, m->data + m->pos, count * sizeof(item));
   b->nitems += count;
   return BLK_OK;
 }

@@ -39,6 +39,7 @@
 
 #include "base/alloc.h"
 #include "base/combine.h"
+#include "base/copy.h"
 #include "base/fail.h"
 #include "base/memory_limit.h"
 #include "base/settings.h"
@@ -160,7 +161,7 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
     check_size(p, i, bytes);
     const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
     if (j->copy) {
-      if (in != a) memcpy(a, in, bytes); /* (received in place: place_array) */
+      if (in != a) blk__copy(a, in, bytes); /* (received in place: place_array) */
     } else
       combine(j, a, in, j->spec->count);
   }
@@ -185,7 +186,7 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
   size_t bytes = j->spec->count * j->elem;
   if (nin == 1 && blk_proxy_in_gid(p, 0) != gid) { /* an extra, unfolded */
     check_size(p, 0, bytes);
-    if (bytes) memcpy(a, blk_proxy_dequeue_view(p, 0, bytes), bytes);
+    if (bytes) blk__copy(a, blk_proxy_dequeue_view(p, 0, bytes), bytes);
   } else if (nin > 1) {
     int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
     unsigned char *acc = a;
@@ -201,13 +202,13 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
         in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
       }
       if (!in_place && first)
-        memcpy(acc, in, bytes);
+        blk__copy(acc, in, bytes);
       else
         combine(j, acc, in, j->spec->count);
       first = 0;
     }
     if (!in_place) {
-      memcpy(a, acc, bytes);
+      blk__copy(a, acc, bytes);
       free(acc);
     }
   }
@@ -230,7 +231,7 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
     for (int i = 0; i < blk_proxy_in_count(p); i++) {
       if (blk_proxy_in_gid(p, i) == gid) continue; /* (the others: from themselves) */
       check_size(p, i, bytes);
-      if (bytes) memcpy(a + from * j->elem, blk_proxy_dequeue_view(p, i, bytes), bytes);
+      if (bytes) blk__copy(a + from * j->elem, blk_proxy_dequeue_view(p, i, bytes), bytes);
     }
     return BLK_OK;
   }
@@ -284,9 +285,9 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
       to = piece(j, hi);
     }
     check_size(p, i, (to - from) * j->elem);
-    memcpy(a + from * j->elem,
-           blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem),
-           (to - from) * j->elem);
+    blk__copy(a + from * j->elem,
+              blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem),
+              (to - from) * j->elem);
   }
   if (e < 0) { /* an extra's fold: its own piece to its stand-in */
     from = own_piece(j, gid);
@@ -364,7 +365,7 @@ static blk_buffer *scan_prefix(const scan_job *s, blk_proxy *p, int gid, const u
   if ((base || s->inclusive) && bytes) {
     unsigned char *at = blk_buffer_append(q, bytes);
     if (!at) return NULL;
-    memcpy(at, a, bytes);
+    blk__copy(at, a, bytes);
   }
   return q;
 }
@@ -400,7 +401,7 @@ static int scan_totals(const job *j, blk_proxy *p, int gid, int e, unsigned char
    * then T in acc. */
   int rc = BLK_OK;
   if (d > 0) {
-    memcpy(acc, t[0], bytes);
+    blk__copy(acc, t[0], bytes);
     for (int i = 1; i < d; i++) combine(j, acc, t[i], count);
     if (pq->size > base)
       combine(j, pq->data + base, acc, count);
@@ -410,7 +411,7 @@ static int scan_totals(const job *j, blk_proxy *p, int gid, int e, unsigned char
   }
   for (int i = d > 0 ? d : 1; i < k && !rc; i++) combine(j, acc, t[i], count);
   if (acc != a) {
-    if (!rc) memcpy(a, acc, bytes);
+    if (!rc) blk__copy(a, acc, bytes);
     free(acc);
   }
   if (t != tot) free(t);
@@ -426,14 +427,14 @@ static int scan_finish(const scan_job *s, blk_proxy *p, int gid, unsigned char *
   int has = pq->size > base; /* a prefix */
   if (!s->inclusive || !base) {
     if (has)
-      memcpy(a, pq->data + base, bytes);
+      blk__copy(a, pq->data + base, bytes);
     else if (bytes > 0)
       identity(j, a); /* an exclusive scan's gid 0 */
   }
   if (!base) return BLK_OK;
   unsigned char *q = has ? pq->data + base : pq->data; /* P op X, or X */
   if (has) combine(j, q, pq->data, count);
-  if (s->inclusive) memcpy(a, q, bytes);
+  if (s->inclusive) blk__copy(a, q, bytes);
   return blk_proxy_enqueue(p, out_index(p, gid + 1), q, bytes);
 }
 
@@ -448,7 +449,7 @@ static int scan_extra(const scan_job *s, blk_proxy *p, int gid, unsigned char *a
   check_size(p, i, bytes);
   blk_buffer *q = blk_proxy_incoming(p, i);
   if (s->inclusive) combine(j, q->data + q->pos, a, count);
-  memcpy(a, q->data + q->pos, bytes);
+  blk__copy(a, q->data + q->pos, bytes);
   return BLK_OK;
 }
 
@@ -547,7 +548,7 @@ static int ring_round(void *block, blk_proxy *p, void *user) {
     if (t < steps)
       combine(j, a + from * j->elem, in, to - from);
     else if (bytes)
-      memcpy(a + from * j->elem, in, bytes);
+      blk__copy(a + from * j->elem, in, bytes);
   }
   if (r < R) {
     int t = r / S, piece = t < steps ? mod((long)gid - t, n) : mod((long)gid + 1 - (t - steps), n);
@@ -1139,7 +1140,7 @@ static int pipe_round(void *block, blk_proxy *p, void *user) {
     if (src != up)
       combine(j, a + from * j->elem, in, to - from);
     else if (bytes && in != a + from * j->elem) /* (received in place: place_segment) */
-      memcpy(a + from * j->elem, in, bytes);
+      blk__copy(a + from * j->elem, in, bytes);
   }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     int dst = blk_proxy_out_gid(p, i);

@@ -62,6 +62,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/fail.h"
 #include "base/memory_limit.h"
 #include "blk/checkpoint.h"
@@ -292,7 +293,7 @@ static int stage(void *arg) {
     blk_buffer_free(&saved);
     return blk__fail(BLK_ENOMEM, "no memory to stage %zu bytes of records", at + meta + saved.size);
   }
-  if (saved.size) memcpy(dst + meta, saved.data, saved.size);
+  blk__copy(dst + meta, saved.data, saved.size);
   uint64_t sum = blk__ckpt_checksum(BLK__CKPT_PART_DATA, b->gid, saved.data, saved.size);
   blk__ckpt_meta_encode(dst, b->gid, b->links, b->nlinks, saved.size, sum);
   w->mine[w->nmine++] =

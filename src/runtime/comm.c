@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/fail.h"
 #include "base/fault.h"
 #include "base/logger.h"
@@ -244,7 +245,7 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   blk__msg h = *msg;
   h.size = (int64_t)size;
   memcpy(s->header, &h, sizeof h);
-  if (inline_bytes) memcpy(s->header + sizeof h, payload->data, inline_bytes);
+  blk__copy(s->header + sizeof h, payload->data, inline_bytes);
   int hbytes = (int)(sizeof h + inline_bytes);
   int mrc = isend(s->header, hbytes, dst, TAG_HEADER, c->comm, &s->reqs[0], synchronous);
   if (mrc != MPI_SUCCESS) { /* nothing is under way: the caller may go on without it */

@@ -30,6 +30,7 @@
  */
 #include "storage/codec.h"
 #include "base/alloc.h"
+#include "base/copy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,7 @@ int blk__codec_encode(blk__codec *c, blk_buffer *out, const void *raw, size_t n,
     goto fail;
   }
   if (csize >= n) {
-    memcpy(dst, raw, n); /* fits: bound >= n */
+    blk__copy(dst, raw, n); /* fits: bound >= n */
     out->size += n;
     *format = BLK__CODEC_RAW;
   } else {
@@ -198,7 +199,7 @@ int blk__codec_decode(blk__codec *c, void *raw, size_t raw_size, const void *enc
                      raw_size);
       goto fail;
     }
-    if (raw_size) memcpy(raw, enc, raw_size);
+    blk__copy(raw, enc, raw_size);
     return 0;
   }
   if (method != BLK__CODEC_ZSTD) {

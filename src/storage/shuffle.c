@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/copy.h"
 #include "base/le64.h"
 
 /* Exchanges the bit groups of `a` selected by mask << sh with those of `b`
@@ -183,7 +184,7 @@ void blk__shuffle(void *dst, const void *src, size_t n, size_t elem_size) {
   size_t es = elem_size ? elem_size : 1;
   size_t m = n / es;
   if (es == 1 || m < 2) {
-    memcpy(dst, src, n);
+    blk__copy(dst, src, n);
     return;
   }
   unsigned char *d = dst;
@@ -202,7 +203,7 @@ void blk__unshuffle(void *dst, const void *src, size_t n, size_t elem_size) {
   size_t es = elem_size ? elem_size : 1;
   size_t m = n / es;
   if (es == 1 || m < 2) {
-    memcpy(dst, src, n);
+    blk__copy(dst, src, n);
     return;
   }
   unsigned char *d = dst;

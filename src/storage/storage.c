@@ -110,6 +110,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/copy.h"
 #include "base/fail.h"
 #include "base/logger.h"
 #include "base/thread.h"
@@ -939,7 +940,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
        * the frame without growing b. */
       b->size = prefix + HEADER_SIZE;
       if (memory && n > 0) {
-        memcpy(b->data + b->size, raw, n);
+        blk__copy(b->data + b->size, raw, n);
         b->size += n;
       }
       format = BLK__CODEC_RAW;
