@@ -201,23 +201,27 @@ static int by_size(const void *a, const void *b) {
 
 /* The sizes to measure for n blocks: the grid, and for each kind of message
  * an algorithm sends, the array sizes at which that message lies just below
- * and just above the eager step (step.lo and step.hi bytes; 0: none): whole
- * arrays (TREE, BUTTERFLY, PIPELINED_TREE up to its segment), a k-th of one
- * (SPLIT's first pieces) and an n-th (the rings' pieces). Just below is lo -
- * 64 bytes, so that the message still goes at once with blk's 32-byte
- * header (runtime/comm.h); just above is hi. Interpolating across a step
- * blends it into a slope (RING's time at 2 ranks goes from 3.1 to 8.3 us
- * between 16 and 19.5 KiB, performance.md 15.2); with a point on each side
- * only sizes within about 1% of it are guessed. Sizes beyond the grid's
- * ends are left out; ascending; returns how many. */
+ * and just above the eager step (step.lo and step.hi bytes of an MPI
+ * message; 0: none): whole arrays (TREE, BUTTERFLY, PIPELINED_TREE up to
+ * its segment), a k-th of one (SPLIT's first pieces) and an n-th (the
+ * rings' pieces). A blk message is its piece and a header of HEADER_BYTES;
+ * below is a piece of lo - HEADER_BYTES - 8, above one of hi - HEADER_BYTES
+ * + 8 (the 8: pieces of an array that does not divide evenly differ by an
+ * element). Interpolating across a step blends it into a slope (RING's time
+ * at 2 ranks goes from 3.1 to 8.3 us between 16 and 19.5 KiB, performance.md
+ * 15.2); with a point on each side only sizes within about 1% of it are
+ * guessed. Sizes beyond the grid's ends are left out; ascending; returns
+ * how many. */
+#define HEADER_BYTES 32 /* sizeof(blk__msg), src/runtime/comm.h */
 static int measured_sizes(const size_t *grid, int ngrid, eager_bracket step, int k, int n,
                           size_t *out) {
   int m = 0;
   for (int i = 0; i < ngrid; i++) out[m++] = grid[i];
   const int parts[3] = {1, k, n};
-  for (int p = 0; p < 3 && step.lo > 64; p++)
+  for (int p = 0; p < 3 && step.lo > HEADER_BYTES + 8; p++)
     for (int side = 0; side < 2; side++) {
-      size_t bytes = (side ? step.hi : step.lo - 64) * (size_t)parts[p];
+      size_t piece = side ? step.hi - HEADER_BYTES + 8 : step.lo - HEADER_BYTES - 8;
+      size_t bytes = piece * (size_t)parts[p];
       bytes -= bytes % sizeof(float);
       int known = bytes <= grid[0] || bytes >= grid[ngrid - 1];
       for (int i = 0; i < m && !known; i++) known = out[i] == bytes;

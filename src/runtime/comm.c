@@ -38,6 +38,9 @@
 
 enum { TAG_HEADER = 1, TAG_PAYLOAD = 2 };
 
+/* blk-tune places sizes around MPI's eager step by it (bench/blk_tune.c). */
+_Static_assert(sizeof(blk__msg) == 32, "a message header is 32 bytes");
+
 /* Payloads up to this size ride inside the header message (one copy each
  * side, cheaper than a second message latency). */
 #define EAGER_BYTES ((size_t)16384)
