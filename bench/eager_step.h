@@ -26,6 +26,8 @@
  * bracket: lo, the largest size timed below the step, and hi, the smallest
  * above it (bytes of one MPI message); both 0 with fewer than two ranks or
  * no such step (an MPI whose times grow smoothly has none to straddle).
+ * One pair is timed, so one step is found: on a cluster whose ranks 0 and 1
+ * share a node, the shared-memory limit, not the network's.
  */
 #ifndef BLK_EAGER_STEP_H
 #define BLK_EAGER_STEP_H
