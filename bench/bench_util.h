@@ -12,6 +12,10 @@
  *    timed operation after the barrier starts a scheduler slice apart on
  *    the ranks. Yielding (no sleep, so a rank leaves as soon as the barrier
  *    is done) costs nothing when every rank has a core of its own.
+ *  - bench_idle_barrier: the same, but the waiters sleep 0.2 ms between
+ *    looks, for ranks that sit out a long stretch of work by others (a
+ *    yield in a loop still takes scheduler slices from them). Needs
+ *    _POSIX_C_SOURCE (nanosleep) defined before any system header.
  */
 #ifndef BLK_BENCH_UTIL_H
 #define BLK_BENCH_UTIL_H
@@ -21,6 +25,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__GNUC__)
 static inline void bench_vstop(const char *program, int rank, const char *fmt, va_list ap)
@@ -36,15 +41,28 @@ static inline void bench_vstop(const char *program, int rank, const char *fmt, v
   exit(1); /* MPI_Abort should not return */
 }
 
-static inline void bench_barrier(void) {
+/* The barrier; between looks a waiter sleeps nap_ns, or yields when 0. */
+static inline void bench_barrier_waiting(long nap_ns) {
   MPI_Request req;
   int done = 0;
   MPI_Ibarrier(MPI_COMM_WORLD, &req);
   for (;;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (done) return;
-    sched_yield();
+    if (nap_ns) {
+      struct timespec pause = {0, nap_ns};
+      nanosleep(&pause, NULL);
+    } else
+      sched_yield();
   }
+}
+
+static inline void bench_barrier(void) {
+  bench_barrier_waiting(0);
+}
+
+static inline void bench_idle_barrier(void) {
+  bench_barrier_waiting(200000);
 }
 
 #endif

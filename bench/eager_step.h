@@ -35,11 +35,14 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "bench_util.h"
 
 #define EAGER_STEP_JUMP 1.5
 #define EAGER_STEP_HOLD 3
 #define EAGER_STEP_SIZES 65 /* 1 KiB * 2^(i/8), i < 65: up to 256 KiB */
+#define EAGER_STEP_PASSES 3
+#define EAGER_STEP_TRIPS 50 /* round trips a pass */
 
 typedef struct eager_bracket {
   size_t lo, hi;
@@ -50,13 +53,13 @@ typedef struct eager_bracket {
 static inline double eager_step_time(MPI_Comm comm, char *buf, int bytes) {
   MPI_Send(&bytes, 1, MPI_INT, 1, 0, comm);
   double best = 0;
-  for (int pass = 0; pass < 3; pass++) {
+  for (int pass = 0; pass < EAGER_STEP_PASSES; pass++) {
     double t0 = MPI_Wtime();
-    for (int i = 0; i < 50; i++) {
+    for (int i = 0; i < EAGER_STEP_TRIPS; i++) {
       MPI_Send(buf, bytes, MPI_BYTE, 1, 1, comm);
       MPI_Recv(buf, bytes, MPI_BYTE, 1, 1, comm, MPI_STATUS_IGNORE);
     }
-    double usec = (MPI_Wtime() - t0) / 50 * 1e6;
+    double usec = (MPI_Wtime() - t0) / EAGER_STEP_TRIPS * 1e6;
     best = pass ? fmin(best, usec) : usec;
   }
   return best;
@@ -114,22 +117,14 @@ static inline eager_bracket eager_step(void) {
       int bytes = 0;
       MPI_Recv(&bytes, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
       if (bytes == 0) break;
-      for (int i = 0; i < 3 * 50; i++) {
+      for (int i = 0; i < EAGER_STEP_PASSES * EAGER_STEP_TRIPS; i++) {
         MPI_Recv(buf, bytes, MPI_BYTE, 0, 1, comm, MPI_STATUS_IGNORE);
         MPI_Send(buf, bytes, MPI_BYTE, 0, 1, comm);
       }
     }
   }
   free(buf);
-  /* A barrier whose waiters sleep 0.2 ms between looks. */
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  for (int done = 0;;) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    struct timespec pause = {0, 200000};
-    nanosleep(&pause, NULL);
-  }
+  bench_idle_barrier();
   unsigned long both[2] = {(unsigned long)b.lo, (unsigned long)b.hi};
   MPI_Bcast(both, 2, MPI_UNSIGNED_LONG, 0, comm);
   b.lo = (size_t)both[0];

@@ -73,6 +73,7 @@
  *
  * B is per rank (the issue's array case: --blocks 64 --bytes 4M).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep (bench_util.h) */
 #include <blk/blk.h>
 #include <errno.h>
 #include <math.h>
