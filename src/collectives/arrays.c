@@ -506,9 +506,12 @@ static int scan_round(void *block, blk_proxy *p, void *user) {
  * comes in place as piece g - s. Each step is S rounds, one segment of the
  * piece each: round r sends segment r % S of step r / S and takes in what
  * g - 1 sent in round r - 1. A piece is reduced along one chain of blocks
- * and then copied, so every block ends with the same bits. Messages are
- * copies: a block overwrites a piece it sent before g + 1 must have read
- * it (with S = 1, g + 1 may be a round behind). */
+ * and then copied, so every block ends with the same bits. The first
+ * n-1 steps send copies: a block overwrites a piece it sent there before
+ * g + 1 must have read it (with S = 1, g + 1 may be a round behind). A
+ * piece sent in the last n-1 is final, so those go as references where
+ * blocks stay in memory (by_ref), and what arrives from another rank is
+ * received in place (place_piece). */
 typedef struct ring_job {
   job j; /* first: reduce() passes it */
   int segments;
@@ -547,16 +550,34 @@ static int ring_round(void *block, blk_proxy *p, void *user) {
     const void *in = blk_proxy_dequeue_view(p, 0, bytes);
     if (t < steps)
       combine(j, a + from * j->elem, in, to - from);
-    else if (bytes)
+    else if (bytes && in != a + from * j->elem) /* (received in place: place_piece) */
       blk__copy(a + from * j->elem, in, bytes);
   }
   if (r < R) {
     int t = r / S, piece = t < steps ? mod((long)gid - t, n) : mod((long)gid + 1 - (t - steps), n);
     ring_span(rj, piece, r % S, &from, &to);
-    int rc = blk_proxy_enqueue(p, 0, a + from * j->elem, (to - from) * j->elem);
+    const unsigned char *seg = a + from * j->elem;
+    size_t bytes = (to - from) * j->elem;
+    int rc = t < steps ? blk_proxy_enqueue(p, 0, seg, bytes) : send_bytes(j, p, 0, seg, bytes);
     if (rc) return rc;
   }
   return BLK_OK;
+}
+
+/* A segment of the last n-1 steps from another rank is received where
+ * ring_round would copy it: that part of the array is written once, by
+ * this copy, and no message refers to it before (the first n-1 steps sent
+ * copies of it). */
+static void *place_piece(void *block, int gid, int src, int round, size_t bytes, void *user) {
+  const ring_job *rj = user;
+  const job *j = &rj->j;
+  int S = rj->segments, steps = j->nblocks - 1, t = (round - 1) / S;
+  (void)src; /* (the one in-partner: g - 1) */
+  if (round < 1 || t < steps) return NULL;
+  size_t from, to;
+  ring_span(rj, mod((long)gid - (t - steps), j->nblocks), (round - 1) % S, &from, &to);
+  if (bytes != (to - from) * j->elem) return NULL;
+  return array_of(j, block, gid) + from * j->elem;
 }
 
 /* The segments of a piece: 1 for RING; for SEGMENTED_RING, enough that
@@ -1102,8 +1123,9 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
                      spec->segment, spec->count, n, RING_MAX_ROUNDS);
   blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, 0, &rc);
   if (!p) return rc;
-  ring_job rj = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, S};
-  return reduce(m, a, p, ring_round, &rj.j);
+  static const blk__driver driver = {"arrays", NULL, 1, place_piece};
+  ring_job rj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, S};
+  return blk__reduce_run(m, a, p, ring_round, &rj.j, &driver);
 }
 
 /* PIPELINED_TREE (blk/arrays.h, partners_pipeline.h): segment s of the
