@@ -284,10 +284,11 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
       from = piece(j, lo);
       to = piece(j, hi);
     }
-    check_size(p, i, (to - from) * j->elem);
-    blk__copy(a + from * j->elem,
-              blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem),
-              (to - from) * j->elem);
+    size_t bytes = (to - from) * j->elem;
+    check_size(p, i, bytes);
+    const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
+    if (bytes && in != a + from * j->elem) /* (received in place: place_share) */
+      blk__copy(a + from * j->elem, in, bytes);
   }
   if (e < 0) { /* an extra's fold: its own piece to its stand-in */
     from = own_piece(j, gid);
@@ -304,6 +305,20 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
     if (rc) return rc;
   }
   return BLK_OK;
+}
+
+/* A member's share in an inner gather round, from another rank, is
+ * received where gather_round would copy it: that range of the array is
+ * written once, by this copy, and the shares this block sent before (by
+ * reference) lie outside it. The fold's rounds copy as before. */
+static void *place_share(void *block, int gid, int src, int round, size_t bytes, void *user) {
+  const job *j = user;
+  int e = round - j->goff, lo, hi;
+  if (src == gid || e < 1 || e > j->inner) return NULL;
+  share(j, src, j->inner - e + 1, &lo, &hi);
+  size_t from = piece(j, lo), to = piece(j, hi);
+  if (bytes != (to - from) * j->elem) return NULL;
+  return array_of(j, block, gid) + from * j->elem;
 }
 
 /* Scan: block g's prefix over the blocks before it (exclusive) or up to it
@@ -678,6 +693,12 @@ static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, b
   return blk__reduce_run(m, a, p, fn, j, j->place_from == NO_PLACE ? &driver : &placing);
 }
 
+/* SPLIT's second half (j->p the first half's partners, for the shares). */
+static int gather(blk_master *m, const blk_assigner *a, const blk_partners *back, job *j) {
+  static const blk__driver driver = {"arrays", NULL, 1, place_share};
+  return blk__reduce_run(m, a, back, gather_round, j, &driver);
+}
+
 /* Partners are made once per pattern and kept by the master for the calls
  * that follow (they never change once made): making them allocates, and on
  * one rank that was a fifth of a small collective. A few are kept, the
@@ -993,7 +1014,7 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
   fold_job(&j, width, 0);
   j.goff = j.off;                              /* the gather folds first too */
-  return reduce(m, a, back, gather_round, &j); /* j.p: the scatter's, for the shares */
+  return gather(m, a, back, &j);
 }
 
 int blk_arrays_reduce_scatter(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
@@ -1269,5 +1290,5 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if (rc) return rc;
   blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, width, &rc);
   if (!back) return rc;
-  return reduce(m, a, back, gather_round, &j); /* j.p stays the scatter's */
+  return gather(m, a, back, &j);
 }
