@@ -69,7 +69,10 @@
  *   mpiexec -n 1 blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns LIST]
  *       [--blocks 64] [--bytes 512K] [--data smooth|random] [--compression 1|none|auto]
  *       [--threads 2] [--reps 5] [--k 2] [--spill-dir DIR] [--spill-in-memory]
- *       [--algorithm auto|tree|split|butterfly|pipelined]
+ *       [--algorithm auto|tree|split|butterfly|pipelined] [--trace PREFIX]
+ *
+ * --trace PREFIX: every out-of-core master writes its timeline (docs/tracing.md)
+ * to PREFIX-PATTERN-M.json, the untimed initialising foreach included.
  *
  * B is per rank (the issue's array case: --blocks 64 --bytes 4M).
  */
@@ -106,6 +109,7 @@ typedef struct options {
   const char *spill_dir;
   int spill_in_memory;
   blk_arrays_algorithm algorithm; /* all_reduce's */
+  const char *trace;              /* --trace: each out-of-core run's timeline, or NULL */
 } options;
 
 typedef struct block {
@@ -257,8 +261,9 @@ static int touch_block(void *data, blk_proxy *p, void *user) {
 /* A master with mem_blocks in memory (0: in-core) and this rank's blocks,
  * linked in a ring (g - 1 and g + 1 modulo nblocks, once each). */
 /* A master with the bench's settings and no blocks (collective). */
-static blk_master *empty_master(bench *b, int mem_blocks) {
+static blk_master *empty_master(bench *b, int mem_blocks, const char *trace) {
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
+  mc.trace = trace;
   mc.threads = b->o.threads;
   mc.create = create_block;
   mc.destroy = destroy_block;
@@ -275,8 +280,8 @@ static blk_master *empty_master(bench *b, int mem_blocks) {
   return m;
 }
 
-static blk_master *make_master(bench *b, int mem_blocks) {
-  blk_master *m = empty_master(b, mem_blocks);
+static blk_master *make_master(bench *b, int mem_blocks, const char *trace) {
+  blk_master *m = empty_master(b, mem_blocks, trace);
   int *gids = xcalloc((size_t)b->o.blocks, sizeof *gids);
   int n = blk_assigner_local_gids(b->a, b->rank, gids, b->o.blocks);
   for (int i = 0; i < n; i++) {
@@ -524,7 +529,7 @@ static costs measure_costs(bench *b) {
    * it has callback threads): the costs of one stream, uncontended. */
   int threads = b->o.threads;
   b->o.threads = 1;
-  blk_master *m = make_master(b, 1);
+  blk_master *m = make_master(b, 1, NULL);
   b->o.threads = threads;
   double enc[MAX_REPS], wr[MAX_REPS], rd[MAX_REPS], dec[MAX_REPS], ratio = 0.0;
   check_rc(b, blk_master_foreach(m, init_block, b), "foreach (init)");
@@ -573,7 +578,7 @@ static int passes(const bench *b) {
  * Collective. */
 static const char *algorithm_name(bench *b, int ooc) {
   blk_arrays spec = array_spec(b);
-  blk_master *m = ooc ? make_master(b, 1) : NULL;
+  blk_master *m = ooc ? make_master(b, 1, NULL) : NULL;
   blk_arrays_algorithm alg = blk_arrays_all_reduce_algorithm(m, b->a, &spec);
   blk_master_destroy(m);
   switch (alg) {
@@ -606,7 +611,10 @@ static void run_one(bench *b, blk_master *in_core, const costs *c) {
   for (int f = 0; f < b->o.nfractions; f++) {
     int d = b->o.fractions[f], M = d ? B / d : 1;
     if (M < 1) M = 1;
-    blk_master *m = make_master(b, M);
+    char trace[4096];
+    if (b->o.trace)
+      snprintf(trace, sizeof trace, "%s-%s-%d.json", b->o.trace, pattern_names[b->pattern], M);
+    blk_master *m = make_master(b, M, b->o.trace ? trace : NULL);
     /* AUTO may run another all_reduce out of core than in core, whose sums
      * round differently: then the reference alone checks. */
     blk_arrays spec = array_spec(b);
@@ -756,7 +764,9 @@ static const char *usage =
     "|auto"
 #endif
     "] [--threads T] [--reps R] [--k K] [--spill-dir DIR] [--spill-in-memory]\n"
-    "         [--algorithm auto|tree|split|butterfly|pipelined (all_reduce's)]\n";
+    "         [--algorithm auto|tree|split|butterfly|pipelined (all_reduce's)]\n"
+    "         [--trace PREFIX (each out-of-core master's BLK_TRACE timeline in\n"
+    "          PREFIX-PATTERN-M.json)]\n";
 
 static int parse_options(options *o, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -789,6 +799,8 @@ static int parse_options(options *o, int argc, char **argv) {
       o->spill_dir = arg;
     else if (!strcmp(opt, "--algorithm"))
       bad = parse_algorithm(arg, &o->algorithm);
+    else if (!strcmp(opt, "--trace"))
+      o->trace = arg;
     else
       bad = -1;
     if (bad) return -1;
@@ -868,7 +880,7 @@ int main(int argc, char **argv) {
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     fflush(stdout);
   }
-  blk_master *in_core = make_master(&b, 0);
+  blk_master *in_core = make_master(&b, 0, NULL);
   for (int p = 0; p < NPATTERNS; p++) {
     if (!o->run[p]) continue;
     b.pattern = p;
