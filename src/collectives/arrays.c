@@ -688,14 +688,14 @@ static void *place_array(void *block, int gid, int src, int round, size_t bytes,
  * return blk's codes (an enqueue that found no memory) as they are. */
 static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                   job *j) {
-  static const blk__driver driver = {"arrays", NULL, 1, NULL};
-  static const blk__driver placing = {"arrays", NULL, 1, place_array};
+  static const blk__driver driver = {"arrays", NULL, 1, NULL, 0};
+  static const blk__driver placing = {"arrays", NULL, 1, place_array, 0};
   return blk__reduce_run(m, a, p, fn, j, j->place_from == NO_PLACE ? &driver : &placing);
 }
 
 /* SPLIT's second half (j->p the first half's partners, for the shares). */
 static int gather(blk_master *m, const blk_assigner *a, const blk_partners *back, job *j) {
-  static const blk__driver driver = {"arrays", NULL, 1, place_share};
+  static const blk__driver driver = {"arrays", NULL, 1, place_share, 0};
   return blk__reduce_run(m, a, back, gather_round, j, &driver);
 }
 
@@ -948,27 +948,19 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
 typedef struct tree_job {
   job j;
   int half; /* rounds <= half merge */
-  const blk_assigner *a;
-  int me; /* this rank */
 } tree_job;
 
 /* A block that sent its array up gets it overwritten on the way down, in
- * the same operation. To a parent on another rank the merge half sends a
- * copy: MPI must not see a send buffer written before its send completes,
- * and the down message may land in the array first (place_array). To a
- * parent on this rank a reference is enough: the parent reads it in its
- * next round, and the array is written only in the broadcast round the
- * parent starts after that. */
+ * the same operation, so the merge half's references need care. To a
+ * parent on this rank: the parent reads it in its next round, and the
+ * array is written only in the broadcast round the parent starts after
+ * that. To a parent on another rank: the driver holds the block (its
+ * broadcast round, and the down message landing in the array) until MPI
+ * is done sending it (blk__driver.hold_for_refs). */
 static int tree_allreduce_round(void *block, blk_proxy *p, void *user) {
-  tree_job *t = (tree_job *)user; /* (reduce() passes its first member) */
+  tree_job *t = (tree_job *)user; /* (blk__reduce_run passes its first member) */
   job j = t->j;
   j.copy = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
-  if (j.copy || !j.by_ref) return tree_round(block, p, &j);
-  int nout = blk_proxy_out_count(p), remote = 0;
-  for (int i = 0; i < nout; i++)
-    remote |= blk_proxy_out_gid(p, i) != blk_proxy_gid(p) &&
-              blk_assigner_rank(t->a, blk_proxy_out_gid(p, i)) != t->me;
-  j.by_ref = !remote; /* (a merge round sends to one parent) */
   return tree_round(block, p, &j);
 }
 
@@ -1144,7 +1136,7 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
                      spec->segment, spec->count, n, RING_MAX_ROUNDS);
   blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, 0, &rc);
   if (!p) return rc;
-  static const blk__driver driver = {"arrays", NULL, 1, place_piece};
+  static const blk__driver driver = {"arrays", NULL, 1, place_piece, 0};
   ring_job rj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, S};
   return blk__reduce_run(m, a, p, ring_round, &rj.j, &driver);
 }
@@ -1153,11 +1145,13 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
  * array goes up the tree, each block adding its children's s into its
  * own, and comes down copied over it. A segment sent up is next written
  * when it comes back down, after the parent has read it: a reference to a
- * parent on this rank, a copy across ranks (MPI must not see a send
- * buffer written before its send completes, and the way down may land in
- * the array first). Down, a block only reads what it sends. */
+ * parent on this rank, a copy across ranks. (References held until MPI is
+ * done with them, blk__driver.hold_for_refs, as TREE sends its array up,
+ * made the pipeline wait a round trip in every round: measured no faster
+ * at 64 KiB to 16 MiB, docs/performance.md.) Down, a block only reads what
+ * it sends. */
 typedef struct pipe_job {
-  job j; /* first: reduce() passes it */
+  job j; /* first: blk__reduce_run passes it */
   blk__pipeline t;
   const blk_assigner *a;
   int me; /* this rank */
@@ -1233,7 +1227,7 @@ static int pipe_segments(const blk_arrays *spec, size_t elem, int n) {
 
 static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
                                      size_t elem) {
-  static const blk__driver driver = {"arrays", NULL, 1, place_segment};
+  static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0};
   int n = blk_assigner_nblocks(a), S = pipe_segments(spec, elem, n), rc = BLK_OK;
   if (!S)
     return blk__fail(BLK_EINVAL,
@@ -1274,9 +1268,9 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
     if (!p) return rc;
     int half = blk_partners_rounds(p) / 2;
-    tree_job t = {
-        {spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0}, half, a, blk_master_rank(m)};
-    return reduce(m, a, p, tree_allreduce_round, &t.j);
+    static const blk__driver driver = {"arrays", NULL, 1, place_array, 1};
+    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0}, half};
+    return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
   }
   /* Reduce-scatter in halving order, then the same groups backwards. Both
    * halves run on every rank, or neither: a failed first half is agreed. */

@@ -65,6 +65,8 @@ typedef struct rblock {
   int with_block; /* this round's callback gets the block (it is pinned) */
   int failed;     /* from this round on: runs nothing, sends failed messages */
   int skipping;   /* in the list of failed blocks to move on */
+  int refs_in_flight; /* references it sent to other ranks, not complete (hold_for_refs) */
+  int held;           /* in the list of blocks waiting for them (see mark_ready) */
   int nin, nout, cap_in, cap_out;
   int *in_gids, *out_gids;
   blk_buffer *in, *out;
@@ -93,6 +95,8 @@ typedef struct rstate {
   int nblocks, finished;
   int *skip; /* lids of failed blocks to move on (see the top) */
   int nskip;
+  int *held; /* lids of blocks whose inputs are in but whose references are in flight */
+  int nheld;
   int abort_seen;
   int started; /* every block has taken its first round (the plan is made) */
   blk__sched sched;
@@ -143,6 +147,13 @@ static void mark_ready(rstate *s, rblock *b) {
     return;
   }
   if (b->arrived < b->nin) return;
+  if (b->refs_in_flight) { /* (counted only under d->hold_for_refs) */
+    if (!b->held) {
+      b->held = 1;
+      s->held[s->nheld++] = b->lid;
+    }
+    return;
+  }
   b->busy = 1;
   b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
   blk__sched_ready(&s->sched, b->lid, b->round, b->with_block);
@@ -317,7 +328,9 @@ static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
   int lid = blk__table_lid(&s->m->table, msg->dst_gid);
   if (lid < 0) return 0;
   rblock *b = &s->rb[lid];
-  if (b->failed || b->busy || msg->key != b->round || slot_of(b, msg->src_gid) < 0) return 0;
+  if (b->failed || b->busy || b->refs_in_flight || msg->key != b->round ||
+      slot_of(b, msg->src_gid) < 0)
+    return 0;
   void *at = s->d->place(blk__table_at(&s->m->table, lid)->data, b->gid, msg->src_gid, b->round,
                          (size_t)msg->size, s->user);
   if (!at) return 0;
@@ -398,10 +411,26 @@ static void finish(rstate *s, rblock *b, int ran) {
       blk__buffer_release(&b->out[i]);
     } else {
       blk__msg msg = {s->o->epoch, b->gid, dst, b->round + 1, 0, flags, (int64_t)b->out[i].size};
-      blk__op_send(s->o, rank, &msg, &b->out[i], b->round);
+      blk__op_send(s->o, rank, &msg, &b->out[i], b->round,
+                   s->d->hold_for_refs ? &b->refs_in_flight : NULL);
     }
   }
   advance(s, b, b->round + 1);
+}
+
+/* Hands on the held blocks whose references have gone (after progress). */
+static void release_held(rstate *s) {
+  int kept = 0;
+  for (int i = 0; i < s->nheld; i++) {
+    rblock *b = &s->rb[s->held[i]];
+    if (b->refs_in_flight) {
+      s->held[kept++] = b->lid;
+    } else {
+      b->held = 0;
+      mark_ready(s, b);
+    }
+  }
+  s->nheld = kept;
 }
 
 /* Moves on the failed blocks waiting in the list (see the top). */
@@ -475,7 +504,7 @@ static int check_blocks(const blk_master *m, const blk_assigner *a, const blk_pa
 typedef struct reduce_keep {
   rblock *rb;
   void **args;
-  int *skip;
+  int *skip, *held;
   int cap;
   /* make_plan's answer for the last partners, block count, room and
    * rounds (making it anew costs a tiny reduction a microsecond): the
@@ -497,7 +526,7 @@ static reduce_keep *keep_of(blk_master *m) {
 }
 
 /* Records for the master's blocks, reset; NULL without memory. */
-static rblock *take_records(blk_master *m, void ***args, int **skip) {
+static rblock *take_records(blk_master *m, void ***args, int **skip, int **held) {
   blk__kept *kept = blk__op_kept(&m->op, &keep_owner, keep_free);
   reduce_keep *k = kept->mem;
   int nblocks = blk__table_count(&m->table);
@@ -512,12 +541,15 @@ static rblock *take_records(blk_master *m, void ***args, int **skip) {
     int *sgrown = blk__realloc(k->skip, (size_t)ncap * sizeof *sgrown);
     if (!sgrown) return NULL;
     k->skip = sgrown;
+    int *hgrown = blk__realloc(k->held, (size_t)ncap * sizeof *hgrown);
+    if (!hgrown) return NULL;
+    k->held = hgrown;
     k->cap = ncap;
   }
   for (int i = 0; i < nblocks; i++) {
     rblock *b = &k->rb[i];
     b->busy = b->with_block = b->nin = b->nout = b->arrived = b->code = 0;
-    b->failed = b->skipping = 0;
+    b->failed = b->skipping = b->refs_in_flight = b->held = 0;
     b->why = NULL;
     b->npending = 0;
     b->kept = 0;
@@ -528,6 +560,7 @@ static rblock *take_records(blk_master *m, void ***args, int **skip) {
   }
   *args = k->args;
   *skip = k->skip;
+  *held = k->held;
   return k->rb;
 }
 
@@ -565,6 +598,7 @@ static void keep_free(void *mem) {
   free(k->rb);
   free(k->args);
   free(k->skip);
+  free(k->held);
   free(k->order);
   free(k->place);
   free(k->phase);
@@ -610,6 +644,7 @@ static void drive(rstate *s) {
     for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
     int progressed = 0;
     blk__op_progress(o, &progressed);
+    if (s->nheld) release_held(s);
     /* With callbacks running on the pool, sleep on it (a finished task
      * wakes us); otherwise poll MPI with backoff. */
     if (!got && !progressed && blk__sched_running(&s->sched)) {
@@ -872,7 +907,7 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
               .nblocks = blk__table_count(&m->table)};
   s.rounds = blk_partners_rounds(p);
   void **args = NULL;
-  if (!(s.rb = take_records(m, &args, &s.skip)))
+  if (!(s.rb = take_records(m, &args, &s.skip, &s.held)))
     return blk__reduce_abort(
         m, blk__fail(BLK_ENOMEM, "no memory for the records of %d blocks", s.nblocks), d->name);
   for (int i = 0; i < s.nblocks; i++) s.rb[i].s = &s;
@@ -909,6 +944,6 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
 
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user) {
-  static const blk__driver user_callback = {"reduce", NULL, 0, NULL};
+  static const blk__driver user_callback = {"reduce", NULL, 0, NULL, 0};
   return blk__reduce_run(m, a, p, fn, user, &user_callback);
 }

@@ -26,6 +26,13 @@ typedef struct blk__driver {
    * runs, for the round the block waits in, and only when the message is
    * the block's only one from that partner; NULL (the function) never. */
   void *(*place)(void *block, int gid, int src, int round, size_t bytes, void *user);
+  /* The rounds write memory the block sent from by reference before (a
+   * tree's array comes back down where it went up from): a block whose
+   * reference to another rank is still being sent runs no callback, and
+   * has nothing placed in its memory, until that send is complete (MPI
+   * must not see a send buffer written before then). 0: the callbacks
+   * never write what they sent. */
+  int hold_for_refs;
 } blk__driver;
 
 /* blk_reduce, run as d says. */

@@ -53,6 +53,7 @@ typedef struct send_rec {
   int unmatched;         /* synchronous header not yet matched */
   unsigned char *header; /* header and inline payload */
   blk_buffer payload;    /* non-inline payload storage, or a reference */
+  int *refs_in_flight;   /* blk__comm_send_counted's counter, or NULL */
 } send_rec;
 
 typedef struct recv_rec {
@@ -107,6 +108,7 @@ int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache) {
 
 static void free_send(blk__comm *c, send_rec *s) {
   if (blk__buffer_is_ref(&s->payload)) c->ref_sends--;
+  if (s->refs_in_flight) --*s->refs_in_flight;
   if (s->nreq > 1) c->payload_sends--;
   blk__buffer_cache_give(c->cache, &s->payload);
   free(s);
@@ -149,6 +151,7 @@ void blk__comm_destroy(blk__comm *c) {
    * write freed memory. */
   for (size_t i = 0; i < c->nsends; i++) {
     MPI_Waitall(c->sends[i]->nreq, c->sends[i]->reqs, MPI_STATUSES_IGNORE);
+    c->sends[i]->refs_in_flight = NULL; /* (its owner's operation is over) */
     free_send(c, c->sends[i]);
   }
   for (size_t i = 0; i < c->nrecvs; i++) {
@@ -230,6 +233,11 @@ static void post_pieces(MPI_Comm comm, int peer, unsigned char *data, size_t siz
 
 int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *payload,
                    int synchronous) {
+  return blk__comm_send_counted(c, dst, msg, payload, synchronous, NULL);
+}
+
+int blk__comm_send_counted(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *payload,
+                           int synchronous, int *refs_in_flight) {
   size_t size = payload->size;
   int pieces = npieces(size);
   size_t inline_bytes = pieces ? 0 : size;
@@ -244,6 +252,7 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   s->reqs = (MPI_Request *)s + reqs_at;
   s->header = (unsigned char *)(s->reqs + s->nreq);
   blk_buffer_init(&s->payload);
+  s->refs_in_flight = NULL;
   for (int i = 0; i < s->nreq; i++) s->reqs[i] = MPI_REQUEST_NULL;
   blk__msg h = *msg;
   h.size = (int64_t)size;
@@ -257,7 +266,10 @@ int blk__comm_send(blk__comm *c, int dst, const blk__msg *msg, blk_buffer *paylo
   }
   if (pieces) {
     blk_buffer_swap(&s->payload, payload);
-    if (blk__buffer_is_ref(&s->payload)) c->ref_sends++;
+    if (blk__buffer_is_ref(&s->payload)) {
+      c->ref_sends++;
+      if ((s->refs_in_flight = refs_in_flight)) ++*refs_in_flight;
+    }
     c->payload_sends++;
     post_pieces(c->comm, dst, s->payload.data, size, s->reqs + 1, 0);
   } else {

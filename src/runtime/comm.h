@@ -86,6 +86,12 @@ MPI_Comm blk__comm_mpi(const blk__comm *c);
  * could not start: then nothing was sent and payload is as it was. */
 int blk__comm_send(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,
                    int synchronous);
+/* blk__comm_send, and when the payload is a reference that goes as a
+ * message of its own (above the inline size; an inline one is copied),
+ * *refs_in_flight counts it until the send is complete: until then MPI may
+ * still read the memory it refers to, which must not be written. */
+int blk__comm_send_counted(blk__comm *c, int dst_rank, const blk__msg *msg, blk_buffer *payload,
+                           int synchronous, int *refs_in_flight);
 
 /* One pass of progress: completes finished sends, receives headers that
  * have arrived (if probe is set; asking place, which may be NULL, where a

@@ -136,8 +136,9 @@ void blk__op_abort(blk__op *o, int code, const char *fmt, ...) {
   }
 }
 
-void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload, int round) {
-  int rc = blk__comm_send(o->comm, rank, msg, payload, 0);
+void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload, int round,
+                  int *refs_in_flight) {
+  int rc = blk__comm_send_counted(o->comm, rank, msg, payload, 0, refs_in_flight);
   if (rc == BLK_OK) return;
   blk__op_fail(o, rc, msg->src_gid, round, "the message to gid %d could not be sent: %s",
                msg->dst_gid, blk_last_error());

@@ -153,8 +153,10 @@ void blk__op_abort(blk__op *o, int code, const char *fmt, ...) BLK__PRINTF(3, 4)
 /* Sends a message of the running operation whose receiver counts on it (a
  * round's message). If it cannot start, the failure is recorded (naming the
  * sending gid and its round) and an empty message flagged BLK__MSG_FAILED
- * goes instead; if even that cannot start, the job stops. */
-void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload, int round);
+ * goes instead; if even that cannot start, the job stops. refs_in_flight:
+ * as blk__comm_send_counted (NULL: not counted). */
+void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload, int round,
+                  int *refs_in_flight);
 
 /* One pass of progress of blk's messages, delivered to this operation. */
 void blk__op_progress(blk__op *o, int *progressed);
