@@ -178,9 +178,19 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
  * holds the op over all. Members combine in the group's order (by digit),
  * so every block computes the same sequence of operations and ends with the
  * same bits; with two members (or this block first) the op is applied in
- * place, which is the same thing because sum, min and max are commutative. */
+ * place, which is the same thing because sum, min and max are commutative.
+ * Each round writes what the last one sent: a member on this rank gets a
+ * copy (it reads it while this block writes), one on another rank a
+ * reference, which the driver holds the block for (hold_for_refs). */
+typedef struct butterfly_job {
+  job j; /* first: blk__reduce_run passes it */
+  const blk_assigner *a;
+  int me; /* this rank */
+} butterfly_job;
+
 static int butterfly_round(void *block, blk_proxy *p, void *user) {
-  const job *j = user;
+  const butterfly_job *bj = user;
+  const job *j = &bj->j;
   int gid = blk_proxy_gid(p), nin = blk_proxy_in_count(p);
   unsigned char *a = array_of(j, block, gid);
   size_t bytes = j->spec->count * j->elem;
@@ -213,9 +223,14 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
     }
   }
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
-    if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
-    int rc = blk_proxy_enqueue(p, i, a, bytes);
-    if (rc) return rc;
+    int dst = blk_proxy_out_gid(p, i);
+    if (dst == gid) continue; /* empty to itself */
+    if (j->by_ref && blk_assigner_rank(bj->a, dst) != bj->me) {
+      blk__proxy_enqueue_ref(p, i, a, bytes);
+    } else {
+      int rc = blk_proxy_enqueue(p, i, a, bytes);
+      if (rc) return rc;
+    }
   }
   return BLK_OK;
 }
@@ -1260,9 +1275,10 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     if (width < 0) return rc;
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
     if (!p) return rc;
-    job j = {spec,     p, n, elem, 0, 0,
-             NO_PLACE, 0, 0, 0,    0}; /* each round changes what the last one sent */
-    return reduce(m, a, p, butterfly_round, &j);
+    static const blk__driver driver = {"arrays", NULL, 1, NULL, 1};
+    butterfly_job bj = {
+        {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, a, blk_master_rank(m)};
+    return blk__reduce_run(m, a, p, butterfly_round, &bj.j, &driver);
   }
   if (alg == BLK_ARRAYS_TREE) { /* (the regular fold: see fold_width) */
     blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
