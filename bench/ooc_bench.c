@@ -71,8 +71,9 @@
  *       [--threads 2] [--reps 5] [--k 2] [--spill-dir DIR] [--spill-in-memory]
  *       [--algorithm auto|tree|split|butterfly|pipelined] [--trace PREFIX]
  *
- * --trace PREFIX: every out-of-core master writes its timeline (docs/tracing.md)
- * to PREFIX-PATTERN-M.json, the untimed initialising foreach included.
+ * --trace PREFIX: the master of each timed out-of-core run (not the floor's
+ * pass) writes its timeline (docs/tracing.md) to PREFIX-PATTERN-M.json, the
+ * untimed initialising foreach included.
  *
  * B is per rank (the issue's array case: --blocks 64 --bytes 4M).
  */
@@ -258,9 +259,8 @@ static int touch_block(void *data, blk_proxy *p, void *user) {
   return 0;
 }
 
-/* A master with mem_blocks in memory (0: in-core) and this rank's blocks,
- * linked in a ring (g - 1 and g + 1 modulo nblocks, once each). */
-/* A master with the bench's settings and no blocks (collective). */
+/* A master with the bench's settings and no blocks (collective); trace:
+ * its timeline's file, or NULL. */
 static blk_master *empty_master(bench *b, int mem_blocks, const char *trace) {
   blk_master_config mc = BLK_MASTER_CONFIG_INIT;
   mc.trace = trace;
@@ -280,6 +280,8 @@ static blk_master *empty_master(bench *b, int mem_blocks, const char *trace) {
   return m;
 }
 
+/* A master with mem_blocks in memory (0: in-core) and this rank's blocks,
+ * linked in a ring (g - 1 and g + 1 modulo nblocks, once each). */
 static blk_master *make_master(bench *b, int mem_blocks, const char *trace) {
   blk_master *m = empty_master(b, mem_blocks, trace);
   int *gids = xcalloc((size_t)b->o.blocks, sizeof *gids);
@@ -765,7 +767,7 @@ static const char *usage =
 #endif
     "] [--threads T] [--reps R] [--k K] [--spill-dir DIR] [--spill-in-memory]\n"
     "         [--algorithm auto|tree|split|butterfly|pipelined (all_reduce's)]\n"
-    "         [--trace PREFIX (each out-of-core master's BLK_TRACE timeline in\n"
+    "         [--trace PREFIX (each timed out-of-core run's BLK_TRACE timeline in\n"
     "          PREFIX-PATTERN-M.json)]\n";
 
 static int parse_options(options *o, int argc, char **argv) {

@@ -543,7 +543,7 @@ static int scan_round(void *block, blk_proxy *p, void *user) {
  * blocks stay in memory (by_ref), and what arrives from another rank is
  * received in place (place_piece). */
 typedef struct ring_job {
-  job j; /* first: reduce() passes it */
+  job j; /* first: blk__reduce_run passes it */
   int segments;
 } ring_job;
 
