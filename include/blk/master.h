@@ -216,7 +216,10 @@ int blk_master_config_init(blk_master_config *cfg, unsigned int version);
  * choice now and then; with spill_in_memory, where memory is what runs out,
  * it compresses whenever that makes a record at least 1.1 times smaller.
  * The default (compression_level 0). At any level, a record that zstd does
- * not make 1.1 times smaller is stored raw (docs/compression.md). */
+ * not make 1.1 times smaller is stored raw, and the messages written out
+ * for blocks that are out, which are read back once and soon, are chosen
+ * for as auto chooses (with the level's zstd), since time is all their
+ * compression could buy (docs/compression.md). */
 #define BLK_COMPRESSION_AUTO (INT_MIN + 1)
 
 /* Creates a master on a duplicate of comm. cfg may be NULL for defaults; each
@@ -418,7 +421,8 @@ typedef struct blk_master_stats {
    * ones: stored raw because compression did not pay (the frame was not 1.1
    * times smaller, or zstd was skipped because the block's last attempt was
    * not), and their raw bytes; stored raw because BLK_COMPRESSION_AUTO
-   * measured the spill file faster than compressing. */
+   * (or, at any level, the rule for messages written out) measured the
+   * spill file faster than compressing. */
   uint64_t records_compressed, records_raw;
   uint64_t records_raw_poor_ratio, bytes_raw_poor_ratio;
   uint64_t records_raw_fast_device;

@@ -57,6 +57,9 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
     if (!dir || !*dir) dir = "/tmp";
   }
   int rc = blk__storage_create(&b->storage, dir, rank, set->compression_level);
+  /* Queues are read back once, mostly within the operation: time is all
+   * their compression could buy. */
+  if (!rc) blk__storage_transient(b->storage, BLK__RECORD_QUEUE);
   if (!rc) rc = blk__io_create(&b->io, b->storage, set->io_threads, set->context);
   return rc;
 }

@@ -163,7 +163,9 @@ int blk__budget_lend(blk__budget *b, int lid, size_t bytes);
 void blk__budget_unlend(blk__budget *b, int lid);
 
 /* Writes a queue buffer to storage and frees its memory (no-op if it is
- * below the threshold or there is no storage). On failure the buffer stays. */
+ * below the threshold or there is no storage). On failure the buffer stays.
+ * Queue records are transient (blk__storage_transient): compressed only
+ * where that saves time. */
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec);
 /* Reads a spilled queue back (no-op if it was not spilled). */
 int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec);

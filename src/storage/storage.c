@@ -67,7 +67,8 @@
  *
  * Compression that pays (storage.h): a put decides first, under the lock,
  * how to store (plan_put: raw by level, raw untried for a gid whose last
- * attempt did not pay, auto's choice, or zstd), encodes without the lock,
+ * attempt did not pay, auto's choice (at level auto, or for a transient
+ * kind at any level), or zstd), encodes without the lock,
  * keeps the frame only when it is RATIO_MIN times smaller than the raw
  * bytes, and tells the storage what it learnt (learn_put: the gid's hint,
  * the codec's speed, the kind's ratio). Every pwrite and pread measures the
@@ -242,6 +243,8 @@ struct blk__storage {
   rate enc, dec;           /* codec: seconds per raw byte (zstd frames only) */
   rate wr, rd;             /* device: seconds per stored byte */
   double test_wr, test_rd; /* >= 0: the device figures a test set */
+  /* The kinds judged by time alone (blk__storage_transient). */
+  int transient[BLK__STORAGE_TRANSIENT_MAX], ntransient;
 };
 
 /* --- small helpers --- */
@@ -737,6 +740,17 @@ static int probe_interval(double ratio, int floor) {
   return i < PROBE_MAX ? i : PROBE_MAX;
 }
 
+/* Whether auto's figures choose between zstd and raw for records of kind:
+ * at level auto, or for a transient kind (blk__storage_transient), with a
+ * spill file. */
+static int judged_by_time(const blk__storage *s, int kind) {
+  if (s->fd < 0) return 0;
+  if (s->level == BLK__STORAGE_AUTO) return 1;
+  for (int i = 0; i < s->ntransient; i++)
+    if (s->transient[i] == kind) return 1;
+  return 0;
+}
+
 /* How a put of n bytes of (gid, kind) stores its record; with the lock held.
  * Counts a skip in the gid's hint and a raw record in auto's countdown. */
 static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
@@ -746,7 +760,7 @@ static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
     if (++h->skipped < PROBE_EVERY) return PLAN_SKIP;
     h->skipped = 0; /* the probe: try again */
   }
-  if (s->level != BLK__STORAGE_AUTO || s->fd < 0) return PLAN_COMPRESS;
+  if (!judged_by_time(s, kind)) return PLAN_COMPRESS;
   kind_model *k = kind_of(s, kind);
   double ratio = cost_over_saving(s, k);
   if (ratio < 1) {
@@ -773,7 +787,7 @@ static void learn_put(blk__storage *s, int gid, int kind, plan p, size_t n, size
   } else if (h->gid == gid && h->kind == kind) {
     h->poor = 0;
   }
-  if (s->level != BLK__STORAGE_AUTO || s->fd < 0) return;
+  if (!judged_by_time(s, kind)) return;
   kind_model *k = kind_of(s, kind);
   k->raw = k->raw * DECAY_RATIO + (double)n;
   k->enc = k->enc * DECAY_RATIO + (double)enc;
@@ -1267,6 +1281,16 @@ int blk__storage_test_hole(blk__storage *s, uint64_t bytes) {
   }
   blk__mutex_unlock(s->lock);
   return rc;
+}
+
+void blk__storage_transient(blk__storage *s, int kind) {
+  blk__mutex_lock(s->lock);
+  int known = 0;
+  for (int i = 0; i < s->ntransient; i++) known |= s->transient[i] == kind;
+  if (!known && s->ntransient == BLK__STORAGE_TRANSIENT_MAX)
+    blk__panic("storage: more than %d transient kinds", BLK__STORAGE_TRANSIENT_MAX);
+  if (!known) s->transient[s->ntransient++] = kind;
+  blk__mutex_unlock(s->lock);
 }
 
 void blk__storage_test_device(blk__storage *s, double write_spb, double read_spb) {

@@ -25,7 +25,8 @@
  * for every 8th record, which tries again. With level BLK__STORAGE_AUTO the
  * storage also chooses between zstd level 1 and raw from what it measures:
  * its codec's speed, the ratio of each kind of record, and the spill
- * file's write and read speed (docs/compression.md).
+ * file's write and read speed (docs/compression.md); so does any level for
+ * a kind of short-lived records (blk__storage_transient).
  *
  * Threads: put, get, release and stats_get may be called by several threads
  * at once on one storage (the driver and a background I/O thread). Each
@@ -80,9 +81,9 @@ typedef struct blk__storage_stats {
    * the raw ones: those stored raw because compression did not pay (zstd was
    * tried and did not shrink them 1.1 times, or was skipped because the last
    * try for that gid and kind did not), with their raw bytes; and those that
-   * level auto stored raw because it measured raw to be faster (a device
-   * faster than the codec). The rest of the raw ones had compression off or
-   * were empty. */
+   * level auto (or the rule for a transient kind) stored raw because it
+   * measured raw to be faster (a device faster than the codec). The rest of
+   * the raw ones had compression off or were empty. */
   uint64_t records_compressed, records_raw, records_raw_poor_ratio, bytes_raw_poor_ratio,
       records_raw_fast_device;
   /* The file's size (its logical end: every live record and free extent lies
@@ -127,6 +128,19 @@ void blk__storage_destroy(blk__storage *s);
  *           nothing written. */
 int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
                      size_t elem_size, blk__record *rec);
+
+/* Marks the records of `kind` as short-lived: a message written out for a
+ * block that is out, read back within the same operation. Only time counts
+ * for such a record, not the space it takes, so at every zstd level it is
+ * compressed only where compressing saves time by auto's figures (below),
+ * with this storage's level; a kind that compresses 1.1 times at level 1
+ * on the page cache costs the codec several times the write and read it
+ * saves. Nothing changes in memory mode (memory is what runs out there) or
+ * at BLK__CODEC_STORE. Call before the first put of that kind, from one
+ * thread; at most BLK__STORAGE_TRANSIENT_MAX kinds (more is a caller's bug
+ * and stops the program). */
+#define BLK__STORAGE_TRANSIENT_MAX 4
+void blk__storage_transient(blk__storage *s, int kind);
 
 /* Reads, verifies and decodes the record into `out`: out is cleared, then
  * holds exactly rec->raw bytes (its read position at 0).

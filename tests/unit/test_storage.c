@@ -262,10 +262,10 @@ static float *smooth_field(size_t n, float phase) {
   return f;
 }
 
-/* Puts `count` records of gid with content from fill_random (compress:
- * 0) or smooth_field (1), checks each round trips and returns how many
- * were stored as zstd frames. */
-static int put_many(blk__storage *s, int gid, int compress, int count) {
+/* Puts `count` records of (gid, kind) with content from fill_random
+ * (compress: 0) or smooth_field (1), checks each round trips and returns
+ * how many were stored as zstd frames. */
+static int put_many_kind(blk__storage *s, int gid, int kind, int compress, int count) {
   enum { N = 64 * 1024 };
   int zstd = 0;
   unsigned char *buf = malloc(N * sizeof(float));
@@ -279,7 +279,7 @@ static int put_many(blk__storage *s, int gid, int compress, int count) {
       fill_random(buf, N * sizeof(float), (uint64_t)(gid * 1000 + i));
     }
     blk__record rec;
-    CHECK_OK(blk__storage_put(s, gid, 0, buf, N * sizeof(float), 4, &rec));
+    CHECK_OK(blk__storage_put(s, gid, kind, buf, N * sizeof(float), 4, &rec));
     uint32_t f = format_of(s, &rec);
     if (BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_ZSTD) {
       zstd++;
@@ -292,6 +292,10 @@ static int put_many(blk__storage *s, int gid, int compress, int count) {
   }
   free(buf);
   return zstd;
+}
+
+static int put_many(blk__storage *s, int gid, int compress, int count) {
+  return put_many_kind(s, gid, 0, compress, count);
 }
 
 /* Checks how s stored its records so far. */
@@ -377,6 +381,45 @@ static void test_auto(const char *dir) {
   check_choices(s, 10, 3, 0);
   blk__storage_destroy(s);
   printf("auto: ok\n");
+}
+
+/* A transient kind at a fixed level: judged by auto's figures, while the
+ * other kinds keep the level. With a device that costs nothing, smooth
+ * floats of kind 0 are all compressed and those of the transient kind 2
+ * raw (after the first, which measures its ratio, and for probes); with a
+ * slow device kind 2 is compressed too. In memory and at BLK__CODEC_STORE
+ * the mark changes nothing. */
+static void test_transient(const char *dir) {
+  blk__storage *s = NULL;
+  CHECK_OK(blk__storage_create(&s, dir, 0, 1));
+  blk__storage_transient(s, 2);
+  blk__storage_transient(s, 2); /* (again: one mark) */
+  blk__storage_test_device(s, 0.0, 0.0);
+  CHECK_EQ_INT(put_many_kind(s, 1, 0, 1, 10), 10);
+  int z = put_many_kind(s, 1, 2, 1, 40);
+  CHECK_MSG(z >= 1 && z <= 6, "%d of 40 transient records compressed", z);
+  check_choices(s, (uint64_t)(10 + z), 0, (uint64_t)(40 - z));
+  CHECK_EQ_INT(put_many_kind(s, 1, 0, 1, 3), 3);
+  blk__storage_test_device(s, 1.0, 1.0);
+  CHECK_EQ_INT(put_many_kind(s, 1, 2, 1, 5), 5);
+  /* Random bytes of the transient kind still do not pay 1.1 times. */
+  CHECK_EQ_INT(put_many_kind(s, 3, 2, 0, 2), 0);
+  blk__storage_destroy(s);
+
+  CHECK_OK(blk__storage_create(&s, NULL, 0, 1));
+  blk__storage_transient(s, 2);
+  blk__storage_test_device(s, 0.0, 0.0);
+  CHECK_EQ_INT(put_many_kind(s, 1, 2, 1, 10), 10);
+  check_choices(s, 10, 0, 0);
+  blk__storage_destroy(s);
+
+  CHECK_OK(blk__storage_create(&s, dir, 0, BLK__CODEC_STORE));
+  blk__storage_transient(s, 2);
+  blk__storage_test_device(s, 1.0, 1.0);
+  CHECK_EQ_INT(put_many_kind(s, 1, 2, 1, 3), 0);
+  check_choices(s, 0, 0, 0);
+  blk__storage_destroy(s);
+  printf("transient kinds: ok\n");
 }
 
 /* --- reuse: many rounds of evict and load keep the file bounded --- */
@@ -654,6 +697,7 @@ int main(void) {
   test_pays(dir);
   test_pays(NULL);
   test_auto(dir);
+  test_transient(dir);
   test_files(0);
   test_files(1);
   test_offsets(dir);
