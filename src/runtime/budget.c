@@ -37,6 +37,7 @@ int blk__budget_init(blk__budget *b, blk__table *t, const blk__budget_settings *
   b->max_bytes = set->mem_bytes;
   b->queue_bytes = set->queue_spill_bytes;
   b->shuffle = set->shuffle;
+  b->cache = set->cache;
   /* (Set in core too: a checkpoint stages as many blocks at once.) */
   int io = set->io_threads < 1 ? 1 : set->io_threads;
   b->ahead_max = 2 * io < BLK__BUDGET_AHEAD_MAX ? 2 * io : BLK__BUDGET_AHEAD_MAX;
@@ -106,13 +107,17 @@ int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record 
   if (!b->storage || q->size == 0 || q->size < b->queue_bytes || rec->stored) return BLK_OK;
   int rc = blk__storage_put(b->storage, gid, BLK__RECORD_QUEUE, q->data, q->size, 0, rec);
   if (rc) return rc;
-  blk_buffer_free(q);
+  blk__buffer_cache_give(b->cache, q); /* (the cache holds at most its cap) */
   b->queues_spilled++;
   return BLK_OK;
 }
 
 int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec) {
   if (!rec->stored) return BLK_OK;
+  /* Into memory a spilled queue gave back, if the cache holds some: get
+   * reads into q's capacity, and fresh memory would fault in while the
+   * driver waits. (Without it get allocates, and says so if it cannot.) */
+  (void)blk__buffer_cache_reserve(b->cache, q, (size_t)rec->raw);
   int rc = blk__storage_get(b->storage, rec, q);
   if (rc) return rc;
   blk__storage_release(b->storage, rec);

@@ -21,7 +21,9 @@
  * are out worth BLK__BUDGET_KEPT blocks (blk__budget_keep_queue); larger
  * messages that wait in memory hold a block's place each
  * (blk__budget_lend), so blocks and such messages together stay within the
- * block budget.
+ * block budget. A spilled message's memory goes to the master's buffer
+ * cache, which holds at most its cap (a quarter of mem_bytes under a byte
+ * budget) and lends it to the next large message or read back.
  *
  * Everything here runs on the master's driver thread; a pinned block is
  * never evicted, so a callback running on the pool keeps its block.
@@ -32,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buffer_cache.h"
 #include "base/context.h"
 #include "runtime/block_table.h"
 #include "runtime/spill_io.h"
@@ -68,6 +71,7 @@ typedef struct blk__budget_settings {
   int compression_level;       /* the storage's level (the master maps 0 to auto) */
   int io_threads;              /* the codec and I/O threads (spill_io.h) */
   const blk__context *context; /* the I/O threads' */
+  blk__buffer_cache *cache;    /* the master's: spilled messages' storage goes and comes here */
 } blk__budget_settings;
 
 typedef struct blk__budget {
@@ -77,10 +81,11 @@ typedef struct blk__budget {
   size_t queue_bytes; /* queues at least this large are spilled */
   size_t shuffle;     /* element size for the byte-shuffle filter, 0 = none */
   blk__storage *storage;
-  blk__io *io;   /* the codec and I/O threads (with storage) */
-  int behind;    /* writes under way */
-  int ahead;     /* blocks read ahead: being read, or held */
-  int ahead_max; /* two per I/O thread, at most BLK__BUDGET_AHEAD_MAX */
+  blk__io *io;              /* the codec and I/O threads (with storage) */
+  blk__buffer_cache *cache; /* the master's (buffer_cache.h) */
+  int behind;               /* writes under way */
+  int ahead;                /* blocks read ahead: being read, or held */
+  int ahead_max;            /* two per I/O thread, at most BLK__BUDGET_AHEAD_MAX */
   /* Set by the operation running, NULL between operations:
    * future(ctx, lid) says when lid is needed next, smaller sooner;
    * UINT64_MAX: not again in this operation. */
@@ -162,10 +167,11 @@ int blk__budget_lend(blk__budget *b, int lid, size_t bytes);
 /* The places lid's messages held (blk__budget_lend) are the budget's again. */
 void blk__budget_unlend(blk__budget *b, int lid);
 
-/* Writes a queue buffer to storage and frees its memory (no-op if it is
- * below the threshold or there is no storage). On failure the buffer stays.
- * Queue records are transient (blk__storage_transient): compressed only
- * where that saves time. */
+/* Writes a queue buffer to storage and gives its memory to the buffer
+ * cache, which keeps it for the next large message or frees it (no-op if
+ * it is below the threshold or there is no storage). On failure the buffer
+ * stays. Queue records are transient (blk__storage_transient): compressed
+ * only where that saves time. */
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec);
 /* Reads a spilled queue back (no-op if it was not spilled). */
 int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec);
