@@ -679,19 +679,27 @@ static double rate_get(const rate *r) {
   return r->x > 0 ? r->y / r->x : -1.0;
 }
 
+/* Samples whose mean size is below this measure a call's fixed cost, not
+ * the device's speed per byte. */
+#define RATE_MIN_BYTES ((double)(64 << 10))
+
 /* The device's seconds per byte beyond its fixed cost per call: the slope
  * of the least-squares line through the samples, within [0, rate_get].
  * A call's fixed cost (a system call, a few microseconds) is paid as much
  * by a raw record as by a compressed one, so only the slope weighs in the
  * choice; seconds over bytes would charge it to the bytes and make a small
  * (compressed) record's device look slow. Samples too alike in size to
- * tell the two apart give seconds over bytes; -1 before any sample. */
+ * tell the two apart give seconds over bytes if they are large, and -1
+ * (not measured) if they are small: the headers of empty records alone,
+ * read at a few microseconds for 64 bytes, made the page cache look like
+ * a device of 3-16 MB/s, and auto compressed a whole fill pass for it.
+ * -1 before any sample. */
 static double rate_slope(const rate *r) {
   double avg = rate_get(r);
   if (avg < 0) return avg;
   double mx = r->x / r->n, my = r->y / r->n;
   double var = r->xx / r->n - mx * mx;
-  if (var <= 0.01 * mx * mx) return avg;
+  if (var <= 0.01 * mx * mx) return mx >= RATE_MIN_BYTES ? avg : -1.0;
   double b = (r->xy / r->n - mx * my) / var;
   return b < 0 ? 0 : b < avg ? b : avg;
 }
@@ -1200,9 +1208,11 @@ done:
     s->stats.bytes_raw_read += rec->raw;
     s->stats.bytes_stored_read += rec->stored;
     if (!memory) {
-      /* Two samples, the header and the rest, so the fit sees two sizes. */
+      /* Two samples, the header and the rest, so the fit sees two sizes
+       * (an empty record's rest was not read: no sample). */
       rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
-      rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
+      if (rec->stored > HEADER_SIZE)
+        rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
     }
     if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0)
       rate_add(&s->dec, sec_decode, (double)rec->raw);
@@ -1290,6 +1300,13 @@ void blk__storage_transient(blk__storage *s, int kind) {
   if (!known && s->ntransient == BLK__STORAGE_TRANSIENT_MAX)
     blk__panic("storage: more than %d transient kinds", BLK__STORAGE_TRANSIENT_MAX);
   if (!known) s->transient[s->ntransient++] = kind;
+  blk__mutex_unlock(s->lock);
+}
+
+void blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_spb) {
+  blk__mutex_lock(s->lock);
+  *write_spb = rate_slope(&s->wr);
+  *read_spb = rate_slope(&s->rd);
   blk__mutex_unlock(s->lock);
 }
 
