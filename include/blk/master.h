@@ -182,8 +182,9 @@ typedef struct blk_master_config {
  * still runs short callbacks itself and hands them to the pool only where
  * that pays (docs/architecture.md), so more threads never cost the short
  * operations a hand-off each. Out of core (a memory budget), the master
- * also runs as many threads (at most 8) for blk's own compression and file
- * I/O; they never call the user (docs/out-of-core.md). */
+ * also runs as many threads (at most 8, and at most what BLK_THREADS_AUTO
+ * comes to) for blk's own compression and file I/O; they never call the
+ * user (docs/out-of-core.md). */
 #define BLK_THREADS_AUTO (-1)
 
 /* The defaults: BLK_THREADS_AUTO threads, in-core; out-of-core settings

@@ -288,9 +288,15 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
     if (!f.code) step(&f, rank, blk__pool_create(&m->pool, cfg->threads, &m->context));
     /* 0 is blk's default: auto. */
     int level = cfg->compression_level == 0 ? BLK_COMPRESSION_AUTO : cfg->compression_level;
-    blk__budget_settings set = {
-        cfg->mem_blocks,      cfg->mem_bytes, cfg->queue_spill_bytes, cfg->shuffle, cfg->spill_dir,
-        cfg->spill_in_memory, level,          cfg->threads,           &m->context,  m->cache};
+    /* The codec and I/O threads: as many as the callback threads, but not
+     * more than this rank's share of the node's processors (what
+     * BLK_THREADS_AUTO comes to): blk's own threads do not oversubscribe
+     * the cores when the user's setting does. */
+    int io_threads = cfg->threads < auto_n ? cfg->threads : auto_n;
+    blk__budget_settings set = {cfg->mem_blocks, cfg->mem_bytes, cfg->queue_spill_bytes,
+                                cfg->shuffle,    cfg->spill_dir, cfg->spill_in_memory,
+                                level,           io_threads,     &m->context,
+                                m->cache};
     if (!f.code) step(&f, rank, blk__budget_init(&m->budget, &m->table, &set, rank));
   }
   /* Every rank, whatever failed above: rank 0's file reaches all of them. */

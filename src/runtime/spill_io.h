@@ -20,7 +20,8 @@
  * own.
  *
  * Threads: submit, done and wait on the driver; the work on the I/O
- * threads, as many as the master has callback threads: zstd at level 1
+ * threads, as many as the master has callback threads but no more than
+ * the rank's share of the node's processors (master.c): zstd at level 1
  * encodes at about 1 GB/s on one core, so with two cores the codec work of
  * an out-of-core pass that runs light callbacks takes half the time on
  * two threads. (The storage is shared with the driver, which also puts,
