@@ -119,9 +119,10 @@ static inline void ex_ooc_usage(void) {
           "  --spill-in-memory   keep swapped-out blocks compressed in memory, not in files\n"
           "  --compression L     zstd level of swapped-out blocks, or none (stored raw)"
 #ifdef BLK_COMPRESSION_AUTO
-          ",\n                      or auto (blk chooses)"
-#endif
+          ",\n                      or auto (blk chooses; blk's default)\n");
+#else
           " (default: blk's, 1)\n");
+#endif
 }
 
 /* Reads a --compression value: a zstd level (blk checks its range at
