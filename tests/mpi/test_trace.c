@@ -18,7 +18,8 @@
  *  - with 2 threads every callback is handed to the pool (forced), so the
  *    callback spans are on "worker" tracks; out of core (--mem-blocks 1),
  *    a rank with more than one block has store and load spans with their
- *    gid and bytes.
+ *    gid and bytes, and every rank as many I/O threads as its callback
+ *    threads, but no more than BLK_THREADS_AUTO comes to.
  * And: rank 0 decides for all (the other ranks' BLK_TRACE names a file
  * that must not appear, and their cfg.trace one that cannot be created);
  * a config of layout version 2 has no trace field; a file rank 0 cannot
@@ -124,7 +125,7 @@ static int by_call(const void *x, const void *y) {
 
 /* Rank 0: the file against what every rank's blocks noted. */
 static void check_file(const char *path, call *noted, int nnoted, const blk_assigner *a, int ranks,
-                       int threads, int mem_blocks) {
+                       int threads, int mem_blocks, const int *io_threads) {
   tj_trace t;
   CHECK_MSG(tj_read_file(&t, path) == 0, "%s: %s", path, t.error);
 
@@ -202,6 +203,15 @@ static void check_file(const char *path, call *noted, int nnoted, const blk_assi
   if (mem_blocks && most > mem_blocks)
     CHECK_MSG(stores > 0 && loads > 0, "%d stores and %d loads out of core", stores, loads);
   if (!mem_blocks) CHECK_EQ_INT(stores + loads, 0);
+  /* The codec and I/O threads ("I/O", numbered when more than one): as
+   * many as the rank said (none in core). */
+  for (int r = 0; r < ranks; r++) {
+    int io = 0;
+    for (size_t i = 0; i < t.n; i++)
+      io += !strcmp(t.events[i].name, "thread_name") && t.events[i].pid == r &&
+            !strncmp(t.events[i].arg_name, "I/O", 3);
+    CHECK_MSG(io == io_threads[r], "rank %d: %d I/O threads, expected %d", r, io, io_threads[r]);
+  }
   free(traced);
   free(spans);
   tj_free(&t);
@@ -261,6 +271,17 @@ int main(int argc, char **argv) {
   blk_master_destroy(m);
   CHECK_MSG(access(path, F_OK) != 0, "a version-2 config traced into %s", path);
 
+  /* Out of core the master runs min(threads, what BLK_THREADS_AUTO comes
+   * to) codec and I/O threads: learn the latter from an untraced master. */
+  blk_master_config automc = check_master_config(BLK_THREADS_AUTO, 0, create, destroy, save, load);
+  CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &automc));
+  int auto_n = blk_master_threads(m);
+  blk_master_destroy(m);
+  int io_want = !mem_blocks ? 0 : threads < auto_n ? threads : auto_n;
+  int io_all[64] = {0};
+  CHECK(size <= 64);
+  MPI_Gather(&io_want, 1, MPI_INT, io_all, 1, MPI_INT, 0, MPI_COMM_WORLD);
+
   /* Traced: rank 0's cfg.trace; the others' would fail. */
   mc.trace = rank == 0 ? path : "/nonexistent-blk-dir/other.json";
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
@@ -313,7 +334,7 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(merges, expected);
     for (int i = 0; i < total / 3; i++)
       if (all[i].phase == REDUCE) CHECK(blk_partners_active(p, all[i].round, all[i].gid));
-    check_file(path, all, total / 3, a, size, threads, mem_blocks);
+    check_file(path, all, total / 3, a, size, threads, mem_blocks, io_all);
     CHECK_MSG(access(stray, F_OK) != 0, "the other ranks' BLK_TRACE made %s", stray);
     unlink(path);
     printf("test_trace: ok (%d ranks, %d threads, %d blocks in memory, %d callbacks traced)\n",
