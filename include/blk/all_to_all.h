@@ -110,8 +110,7 @@ int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
  * blocks' may run on the pool); it must only find the pointer (no blk
  * calls). blk asks only where one MPI transfer can land the bytes there:
  * a message from a block on another rank, in a direct exchange (one round:
- * nblocks <= k, or nblocks a prime up to 16), larger than the size that travels in
- * blk's message header (16 KiB now), without a memory budget (the block
+ * nblocks <= k, or nblocks a prime up to 16), without a memory budget (the block
  * could leave memory under one), and only once this block's send phase is
  * done (a message whose header blk reads while send_fn runs or waits for
  * a thread lands in blk's storage: with many blocks per rank, or threads,

@@ -530,8 +530,7 @@ static int a2a_round(void *block, blk_proxy *p, void *user) {
 /* Where a direct exchange's message from another rank lands: the
  * caller's answer. The driver asks only in-core, for the round the block
  * waits in (the receive: its only one after the send phase) and not while
- * the block is with the scheduler; comm asks only for payloads that
- * follow their header. */
+ * the block is with the scheduler. */
 static void *place_direct(void *block, int gid, int src, int round, size_t bytes, void *user) {
   const a2a *s = user;
   if (round != s->rounds || s->rounds != 1) return NULL;

@@ -13,7 +13,8 @@
  * Cost of one message of n bytes: alpha + beta*n; above the eager limit a
  * second latency (the payload message) but no copy of the payload, and none
  * on the way out of comm either when the receiver says where the payload
- * goes (blk__place_fn: a broadcast's array receives it in place).
+ * goes (blk__place_fn: a broadcast's array receives it in place; an inline
+ * payload is copied there from the header message, its only copy).
  * Payload storage comes from the master's buffer cache and returns to it, so
  * a large receive reuses memory that is already faulted in.
  * Only the creating thread calls in; there is no locking here.
@@ -46,8 +47,13 @@ _Static_assert(sizeof(blk__msg) == 32, "a message header is 32 bytes");
 #define EAGER_BYTES ((size_t)16384)
 /* The largest piece of a payload: MPI counts are int. */
 #define PIECE_BYTES ((size_t)1 << 30)
+/* Sent records kept for the next sends: an operation's few messages then
+ * cost no allocation (a record with a kilobyte inline is past glibc's
+ * per-thread cache, and its malloc and free cost about 100 ns). */
+#define SPARE_SENDS 16
 /* One allocation: the record, then its requests, then the header bytes. */
 typedef struct send_rec {
+  size_t bytes;      /* the allocation's size */
   MPI_Request *reqs; /* [0] header, then payload pieces */
   int nreq;
   int unmatched;         /* synchronous header not yet matched */
@@ -78,6 +84,9 @@ struct blk__comm {
   size_t placed_recvs;      /* receives into memory a place function gave, not complete */
   size_t payload_sends;     /* sends with a payload of their own, not complete */
   blk__comm_counts counts;  /* messages and bytes sent so far */
+  /* Completed send records to reuse, and how many. */
+  send_rec *spare[SPARE_SENDS];
+  int nspare;
 };
 
 int blk__comm_check(int mpi_rc, const char *what) {
@@ -111,7 +120,27 @@ static void free_send(blk__comm *c, send_rec *s) {
   if (s->refs_in_flight) --*s->refs_in_flight;
   if (s->nreq > 1) c->payload_sends--;
   blk__buffer_cache_give(c->cache, &s->payload);
-  free(s);
+  if (c->nspare < SPARE_SENDS)
+    c->spare[c->nspare++] = s;
+  else
+    free(s);
+}
+
+/* A record of at least bytes: the smallest spare one that is large
+ * enough, or a new one. */
+static send_rec *new_send(blk__comm *c, size_t bytes) {
+  int best = -1;
+  for (int i = 0; i < c->nspare; i++)
+    if (c->spare[i]->bytes >= bytes && (best < 0 || c->spare[i]->bytes < c->spare[best]->bytes))
+      best = i;
+  if (best >= 0) {
+    send_rec *s = c->spare[best];
+    c->spare[best] = c->spare[--c->nspare];
+    return s;
+  }
+  send_rec *s = blk__malloc(bytes);
+  if (s) s->bytes = bytes;
+  return s;
 }
 
 /* An MPI call of a message that is partly posted failed: the peer waits for
@@ -158,6 +187,7 @@ void blk__comm_destroy(blk__comm *c) {
     MPI_Waitall(c->recvs[i]->nreq, c->recvs[i]->reqs, MPI_STATUSES_IGNORE);
     free_recv(c, c->recvs[i]);
   }
+  for (int i = 0; i < c->nspare; i++) free(c->spare[i]);
   free(c->sends);
   free(c->recvs);
   free(c->scratch);
@@ -242,8 +272,8 @@ int blk__comm_send_counted(blk__comm *c, int dst, const blk__msg *msg, blk_buffe
   int pieces = npieces(size);
   size_t inline_bytes = pieces ? 0 : size;
   size_t reqs_at = (sizeof(send_rec) + sizeof(MPI_Request) - 1) / sizeof(MPI_Request);
-  send_rec *s = blk__malloc((reqs_at + 1 + (size_t)pieces) * sizeof(MPI_Request) + sizeof *msg +
-                            inline_bytes);
+  send_rec *s = new_send(
+      c, (reqs_at + 1 + (size_t)pieces) * sizeof(MPI_Request) + sizeof *msg + inline_bytes);
   if (!s || room_for_one((void ***)&c->sends, c->nsends, &c->cap_sends)) {
     free(s);
     return blk__fail(BLK_ENOMEM, "comm: no memory for a send of %zu bytes to rank %d", size, dst);
@@ -339,10 +369,15 @@ static void receive_header(blk__comm *c, blk__deliver_fn deliver, blk__place_fn 
     blk__panic("comm: a header from rank %d announces %lld bytes but carries %d", st.MPI_SOURCE,
                (long long)msg.size, count - (int)sizeof msg);
   if (!pieces) { /* whole already: delivered from here, no record */
-    blk_buffer lent;
-    blk__buffer_ref(&lent, c->scratch + sizeof msg, size);
-    deliver(&msg, &lent, ctx);
-    blk__buffer_release(&lent);
+    blk_buffer at = BLK_BUFFER_INIT;
+    if (size && place && place(&msg, &at, ctx)) { /* where it goes: saves the receiver a copy */
+      blk__copy(at.data, c->scratch + sizeof msg, size);
+      msg.flags |= BLK__COMM_PLACED;
+    } else {
+      blk__buffer_ref(&at, c->scratch + sizeof msg, size);
+    }
+    deliver(&msg, &at, ctx);
+    blk__buffer_release(&at);
     return;
   }
   recv_rec *r = blk__calloc(1, sizeof *r);

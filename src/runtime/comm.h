@@ -54,13 +54,14 @@ typedef struct blk__comm blk__comm;
  * what it keeps. */
 typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
-/* Asked when the header of a message whose payload follows it (larger than
- * the inline size) has arrived: where the payload should be received. The
- * callee may make `into` a reference (buffer_cache.h) to msg->size bytes of
- * memory of its own that nothing else touches until the message is
- * delivered, and return 1: the payload then lands there, with no copy, and
- * is delivered as that reference, with BLK__COMM_PLACED in the flags deliver
- * sees. 0: comm receives it into storage of its own. */
+/* Asked when the header of a message with a payload has arrived: where the
+ * payload should be received. The callee may make `into` a reference
+ * (buffer_cache.h) to msg->size bytes of memory of its own that nothing
+ * else touches until the message is delivered, and return 1: the payload
+ * then lands there (a large one with no copy, an inline one copied from the
+ * header message) and is delivered as that reference, with
+ * BLK__COMM_PLACED in the flags deliver sees. 0: comm receives it into
+ * storage of its own (or lends an inline one). */
 typedef int (*blk__place_fn)(const blk__msg *msg, blk_buffer *into, void *ctx);
 
 /* In the flags of a delivered message (never on the wire): the payload was
