@@ -157,6 +157,7 @@ static void mark_ready(rstate *s, rblock *b) {
   b->busy = 1;
   b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
   blk__sched_ready(&s->sched, b->lid, b->round, b->with_block);
+  blk__op_woke(s->o);
 }
 
 /* A message for a block that is swapped out goes to storage too, if large,
@@ -642,6 +643,8 @@ static void drive(rstate *s) {
      * is polled. */
     size_t got = blk__sched_collect(&s->sched, lids, ran, 64, 0);
     for (size_t i = 0; i < got; i++) finish(s, &s->rb[lids[i]], ran[i]);
+    /* The last block done: the agreement's first message goes out now. */
+    if (got && s->finished == s->nblocks && !o->agreements) continue;
     int progressed = 0;
     blk__op_progress(o, &progressed);
     if (s->nheld) release_held(s);

@@ -346,7 +346,7 @@ static void progress_sends(blk__comm *c, int *progressed) {
  * payload. A large payload must be received, or its sender would wait
  * forever, so no memory for it stops the job. */
 static void receive_header(blk__comm *c, blk__deliver_fn deliver, blk__place_fn place, void *ctx,
-                           int *got) {
+                           int *got, int *woke) {
   int flag = 0, count = 0, rc;
   MPI_Message handle;
   MPI_Status st;
@@ -376,7 +376,7 @@ static void receive_header(blk__comm *c, blk__deliver_fn deliver, blk__place_fn 
     } else {
       blk__buffer_ref(&at, c->scratch + sizeof msg, size);
     }
-    deliver(&msg, &at, ctx);
+    *woke = deliver(&msg, &at, ctx);
     blk__buffer_release(&at);
     return;
   }
@@ -423,7 +423,7 @@ static void progress_recvs(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
                      r->payload.size, r->peer, got, piece_bytes(r->payload.size, j));
       }
       if (r->msg.flags & BLK__COMM_PLACED) c->placed_recvs--;
-      deliver(&r->msg, &r->payload, ctx);
+      (void)deliver(&r->msg, &r->payload, ctx); /* (all of them: each pass completes what it can) */
       free_recv(c, r);
       *progressed = 1;
     } else {
@@ -435,14 +435,14 @@ static void progress_recvs(blk__comm *c, blk__deliver_fn deliver, void *ctx, int
 
 void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, blk__place_fn place, void *ctx,
                         int probe, int *progressed) {
-  int got = 0;
+  int got = 0, woke = 0;
   *progressed = 0;
   progress_sends(c, progressed);
   if (probe) {
     do {
-      receive_header(c, deliver, place, ctx, &got);
+      receive_header(c, deliver, place, ctx, &got, &woke);
       if (got) *progressed = 1;
-    } while (got);
+    } while (got && !woke);
   }
   progress_recvs(c, deliver, ctx, progressed);
 }

@@ -51,8 +51,9 @@ typedef struct blk__comm blk__comm;
  * in its own storage, which the callee may take with blk_buffer_swap (what
  * it leaves goes to the cache); a small one (inline) is a reference
  * (blk__buffer_is_ref) to bytes lent only for the call: the callee copies
- * what it keeps. */
-typedef void (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
+ * what it keeps. Returns nonzero when the message gave the caller work to
+ * do now: the pass then receives no more headers (the next pass does). */
+typedef int (*blk__deliver_fn)(const blk__msg *msg, blk_buffer *payload, void *ctx);
 
 /* Asked when the header of a message with a payload has arrived: where the
  * payload should be received. The callee may make `into` a reference
@@ -95,9 +96,10 @@ int blk__comm_send_counted(blk__comm *c, int dst_rank, const blk__msg *msg, blk_
                            int synchronous, int *refs_in_flight);
 
 /* One pass of progress: completes finished sends, receives headers that
- * have arrived (if probe is set; asking place, which may be NULL, where a
- * payload goes) and payloads that have completed, calling deliver for each
- * message that is whole. *progressed is set to 1 if anything happened. */
+ * have arrived (if probe is set, until a delivery returns nonzero; asking
+ * place, which may be NULL, where a payload goes) and payloads that have
+ * completed, calling deliver for each message that is whole. *progressed
+ * is set to 1 if anything happened. */
 void blk__comm_progress(blk__comm *c, blk__deliver_fn deliver, blk__place_fn place, void *ctx,
                         int probe, int *progressed);
 

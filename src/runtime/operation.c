@@ -203,6 +203,7 @@ static void stash(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
 static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
   if (msg->flags & BLK__MSG_ABORT) {
     o->aborted = 1;
+    o->woke = 1;
     return;
   }
   if (msg->flags & BLK__MSG_AGREE) {
@@ -217,6 +218,7 @@ static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
       blk__panic("%s %u: no memory for the agreement message from rank %d", o->name, o->epoch,
                  msg->src_gid);
     o->has[k] = 1;
+    o->woke = 1; /* the agreement may be done */
     return;
   }
   if (!o->route) {
@@ -238,10 +240,12 @@ static void take(blk__op *o, const blk__msg *msg, blk_buffer *payload) {
 }
 
 /* comm's delivery callback: by epoch, to the running operation, to the
- * stash (the next one), or nowhere (late, from an operation that failed). */
-static void deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
+ * stash (the next one), or nowhere (late, from an operation that failed).
+ * Whether the driver has work from it now (blk__op_woke). */
+static int deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
   blk__op *o = ctx;
   o->delivered++;
+  o->woke = 0;
   int32_t ahead = (int32_t)(msg->op - o->epoch);
   if (ahead == 0 && o->running)
     take(o, msg, payload);
@@ -255,6 +259,7 @@ static void deliver(const blk__msg *msg, blk_buffer *payload, void *ctx) {
         "rank %d is at operation %u (%s) and got a message from gid %d to gid %d for "
         "operation %u",
         o->rank, o->epoch, o->running ? "running" : "ended", msg->src_gid, msg->dst_gid, msg->op);
+  return o->woke;
 }
 
 /* comm's question for a payload on its way: the running operation's router

@@ -113,6 +113,7 @@ typedef struct blk__op {
   /* Traced (trace.h): when the operation began, and messages delivered. */
   int64_t trace_start;
   int64_t delivered;
+  int woke; /* the message being delivered gave the driver work (blk__op_woke) */
 } blk__op;
 
 void blk__op_init(blk__op *o, blk__comm *c, blk__buffer_cache *cache);
@@ -157,6 +158,13 @@ void blk__op_abort(blk__op *o, int code, const char *fmt, ...) BLK__PRINTF(3, 4)
  * as blk__comm_send_counted (NULL: not counted). */
 void blk__op_send(blk__op *o, int rank, const blk__msg *msg, blk_buffer *payload, int round,
                   int *refs_in_flight);
+
+/* Said by a driver's router: the message it is routing made a block ready
+ * to run. The pass of progress then takes in no more messages, so the block
+ * runs (and its messages go out) before the driver reads the next ones. */
+static inline void blk__op_woke(blk__op *o) {
+  o->woke = 1;
+}
 
 /* One pass of progress of blk's messages, delivered to this operation. */
 void blk__op_progress(blk__op *o, int *progressed);
