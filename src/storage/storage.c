@@ -73,8 +73,10 @@
  * bytes, and tells the storage what it learnt (learn_put: the gid's hint,
  * the codec's speed, the kind's ratio). Every pwrite and pread measures the
  * device (auto uses the seconds per stored byte beyond each call's fixed
- * cost: rate_slope); every decode of a frame measures the decoder. The figures are decayed sums, so
- * they follow a change of data or device within tens of records.
+ * cost: rate_slope); every decode of a frame measures the decoder; a call
+ * during which the thread was preempted measures nothing (unpreempted). The
+ * figures are decayed sums, so they follow a change of data or device
+ * within tens of records.
  *
  * Locking: one mutex, s->lock, guards the free extents, `live`, the memory
  * mode list, the spare workers, the hints, the kinds, the measured figures
@@ -104,6 +106,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -243,6 +246,7 @@ struct blk__storage {
   rate enc, dec;           /* codec: seconds per raw byte (zstd frames only) */
   rate wr, rd;             /* device: seconds per stored byte */
   double test_wr, test_rd; /* >= 0: the device figures a test set */
+  int test_preempted;       /* a test says every timed call was preempted */
   /* The kinds judged by time alone (blk__storage_transient). */
   int transient[BLK__STORAGE_TRANSIENT_MAX], ntransient;
 };
@@ -253,6 +257,26 @@ static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The calling thread's involuntary context switches so far (0 where the
+ * system does not count them). A call during which the count grew was
+ * preempted: its time holds another thread's, so auto does not learn from
+ * it. With more threads than cores (callbacks, the driver and the I/O
+ * threads) that is common, and such samples made a 6.4 MB write look 5
+ * times slower than the next one. */
+static long preemptions(void) {
+#ifdef RUSAGE_THREAD
+  struct rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) return ru.ru_nivcsw;
+#endif
+  return 0;
+}
+
+/* Whether a call timed from `before` (preemptions()) ran without being
+ * preempted, so that auto may learn from its time. */
+static int unpreempted(const blk__storage *s, long before) {
+  return !s->test_preempted && preemptions() == before;
 }
 
 /* strerror, but thread-safe. _GNU_SOURCE gives glibc's strerror_r, which
@@ -719,8 +743,12 @@ static kind_model *kind_of(blk__storage *s, int kind) {
  * what it saves, by the figures (>= 1: raw is faster). A record is written
  * once and read once, so compressing costs encode + decode (per raw byte)
  * and saves (1 - stored/raw) of the device's write + read time. Until the
- * codec, the ratio and the device have been measured it returns 0 (so the
- * put compresses, which measures the first two). A decode speed not
+ * codec and the ratio have been measured it returns 0 (so the put
+ * compresses, which measures them); then, until the device has been, -1
+ * (so the put stores raw, which measures it: frames that compress well are
+ * too small to, and a fill pass of empty blocks was compressed whole for
+ * want of a figure, at 0.9 ms a block to encode and 1.2 ms to decode
+ * against 1 ms and 0.4 ms to write and read raw). A decode speed not
  * measured yet is taken as half the encode time (zstd level 1 decodes 2-4
  * times faster than it encodes, docs/compression.md), a read speed not
  * measured yet as the write speed. */
@@ -728,7 +756,8 @@ static double cost_over_saving(const blk__storage *s, const kind_model *k) {
   double e = rate_get(&s->enc), d = rate_get(&s->dec);
   double w = s->test_wr >= 0 ? s->test_wr : rate_slope(&s->wr);
   double r = s->test_rd >= 0 ? s->test_rd : rate_slope(&s->rd);
-  if (k->raw <= 0 || e < 0 || w < 0) return 0;
+  if (k->raw <= 0 || e < 0) return 0;
+  if (w < 0) return -1;
   if (d < 0) d = e / 2;
   if (r < 0) r = w;
   double saving = (1.0 - k->enc / k->raw) * (w + r);
@@ -771,6 +800,7 @@ static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
   if (!judged_by_time(s, kind)) return PLAN_COMPRESS;
   kind_model *k = kind_of(s, kind);
   double ratio = cost_over_saving(s, k);
+  if (ratio < 0) return PLAN_FAST; /* (to measure the device) */
   if (ratio < 1) {
     k->raw_chosen = 0;
     return PLAN_COMPRESS;
@@ -784,11 +814,11 @@ static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
 }
 
 /* What an attempt at compressing n bytes of (gid, kind) taught, with the
- * lock held: it took `sec` seconds, gave `enc` bytes, and `pays` says
- * whether it is kept. */
+ * lock held: it took `sec` seconds (a time to learn from if `clean`: not
+ * preempted), gave `enc` bytes, and `pays` says whether it is kept. */
 static void learn_put(blk__storage *s, int gid, int kind, plan p, size_t n, size_t enc, double sec,
-                      int pays) {
-  rate_add(&s->enc, sec, (double)n);
+                      int clean, int pays) {
+  if (clean) rate_add(&s->enc, sec, (double)n);
   hint *h = hint_of(s, gid, kind);
   if (!pays) {
     *h = (hint){.gid = gid, .kind = kind, .poor = 1, .skipped = 0};
@@ -939,9 +969,11 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
   /* Encode (no lock held), then keep the frame only if it pays. */
   uint32_t format = BLK__CODEC_RAW;
   if (p == PLAN_COMPRESS || p == PLAN_PROBE) {
+    long p0 = preemptions();
     double t0 = now_s();
     rc = blk__codec_encode(w->codec, b, raw, n, elem_size, &format);
     double sec = now_s() - t0;
+    const int clean = unpreempted(s, p0);
     sec_codec = sec;
     if (rc) {
       char detail[256];
@@ -969,7 +1001,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
     }
     blk__mutex_lock(s->lock);
     s->stats.seconds_compress += sec;
-    learn_put(s, gid, kind, p, n, enc, sec, pays);
+    learn_put(s, gid, kind, p, n, enc, sec, clean, pays);
     blk__mutex_unlock(s->lock);
   } else if (memory && n > 0) {
     rc = blk_buffer_write(b, raw, n);
@@ -1024,9 +1056,11 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
       goto done;
     }
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, off);
+    long p0 = preemptions();
     double t0 = now_s();
     e = write_all(s->fd, bytes, HEADER_SIZE, encoded, enc_n, off);
     double sec = now_s() - t0;
+    const int clean = unpreempted(s, p0);
     sec_io = sec;
     worker_trim(w);
     blk__mutex_lock(s->lock);
@@ -1035,7 +1069,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
       give_extent(s, off, len);
       s->live--;
     } else {
-      rate_add(&s->wr, sec, (double)stored);
+      if (clean) rate_add(&s->wr, sec, (double)stored);
       count_put(s, p, compressed, n, stored);
     }
     worker_give(s, w);
@@ -1077,6 +1111,7 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   const unsigned char *h = hbuf, *enc = NULL;
   size_t got = 0;
   double sec_head = 0, sec_read = 0, sec_decode = 0;
+  int clean_head = 0, clean_read = 0, clean_decode = 0; /* (not preempted: samples for auto) */
   uint32_t format = 0;
   worker *w = NULL;
   blk__trace *trace = blk__trace_here();
@@ -1113,9 +1148,11 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
     h = rec->mem;
   } else {
     if (rec->offset < 0) CORRUPT("not a record in a file");
+    long p0 = preemptions();
     double t0 = now_s();
     e = read_all(s->fd, hbuf, HEADER_SIZE, want_off, &got);
     sec_head = now_s() - t0;
+    clean_head = unpreempted(s, p0);
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading the header of gid %d from %s (offset %lld): %s",
                      gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -1157,9 +1194,11 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
                      gid, file);
       goto done;
     }
+    long p0 = preemptions();
     double t0 = now_s();
     e = read_all(s->fd, p, enc_size, want_off + HEADER_SIZE, &got);
     sec_read += now_s() - t0;
+    clean_read = unpreempted(s, p0);
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading %zu bytes of gid %d from %s (offset %lld): %s",
                      enc_size, gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -1186,9 +1225,11 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to decode %zu bytes of gid %d", raw, gid);
       goto done;
     }
+    long p0 = preemptions();
     double t0 = now_s();
     rc = blk__codec_decode(w->codec, dst, raw, enc, enc_size, format);
     sec_decode = now_s() - t0;
+    clean_decode = unpreempted(s, p0);
     if (rc == BLK_ECORRUPT) {
       char detail[200];
       snprintf(detail, sizeof detail, "%s", blk_last_error());
@@ -1210,11 +1251,11 @@ done:
     if (!memory) {
       /* Two samples, the header and the rest, so the fit sees two sizes
        * (an empty record's rest was not read: no sample). */
-      rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
-      if (rec->stored > HEADER_SIZE)
+      if (clean_head) rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
+      if (rec->stored > HEADER_SIZE && clean_read)
         rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
     }
-    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0)
+    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0 && clean_decode)
       rate_add(&s->dec, sec_decode, (double)rec->raw);
   }
   if (w) worker_give(s, w);
@@ -1307,6 +1348,12 @@ void blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_
   blk__mutex_lock(s->lock);
   *write_spb = rate_slope(&s->wr);
   *read_spb = rate_slope(&s->rd);
+  blk__mutex_unlock(s->lock);
+}
+
+void blk__storage_test_preempted(blk__storage *s, int on) {
+  blk__mutex_lock(s->lock);
+  s->test_preempted = on;
   blk__mutex_unlock(s->lock);
 }
 

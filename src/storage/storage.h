@@ -195,6 +195,10 @@ int blk__storage_test_hole(blk__storage *s, uint64_t bytes);
  * again. So tests of auto's choice do not depend on the machine's speed. */
 void blk__storage_test_device(blk__storage *s, double write_spb, double read_spb);
 
+/* For tests only: on, every timed call counts as preempted (another thread
+ * ran on its core meanwhile), so auto learns nothing from its time. */
+void blk__storage_test_preempted(blk__storage *s, int on);
+
 /* For tests only: the device figures auto decides with now, as measured
  * (seconds per stored byte beyond each call's fixed cost; -1: not measured
  * yet). */
