@@ -246,7 +246,7 @@ struct blk__storage {
   rate enc, dec;           /* codec: seconds per raw byte (zstd frames only) */
   rate wr, rd;             /* device: seconds per stored byte */
   double test_wr, test_rd; /* >= 0: the device figures a test set */
-  int test_preempted;       /* a test says every timed call was preempted */
+  int test_preempted;      /* a test says every timed call was preempted */
   /* The kinds judged by time alone (blk__storage_transient). */
   int transient[BLK__STORAGE_TRANSIENT_MAX], ntransient;
 };

@@ -479,7 +479,8 @@ static void test_device_figures(const char *dir) {
   CHECK_MSG(first.stored < N / 64, "the first record of zeros was stored in %llu bytes",
             (unsigned long long)first.stored);
   CHECK_OK(blk__storage_put(s, 2, 0, zeros, N, 4, &second));
-  CHECK_MSG(second.stored > N, "with the device unmeasured, the next record of zeros was "
+  CHECK_MSG(second.stored > N,
+            "with the device unmeasured, the next record of zeros was "
             "compressed (%llu bytes), not stored raw to measure it",
             (unsigned long long)second.stored);
   check_get(s, &first, zeros, N);
