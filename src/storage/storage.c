@@ -261,10 +261,11 @@ static double now_s(void) {
 
 /* The calling thread's involuntary context switches so far (0 where the
  * system does not count them). A call during which the count grew was
- * preempted: its time holds another thread's, so auto does not learn from
- * it. With more threads than cores (callbacks, the driver and the I/O
- * threads) that is common, and such samples made a 6.4 MB write look 5
- * times slower than the next one. */
+ * preempted: its time holds another thread's, so auto learns from it only
+ * while the figure has no sample at all (a figure from such a time is
+ * better than none, which decides blindly). With more threads than cores
+ * (callbacks, the driver and the I/O threads) that is common, and such
+ * samples made a 6.4 MB write look 5 times slower than the next one. */
 static long preemptions(void) {
 #ifdef RUSAGE_THREAD
   struct rusage ru;
@@ -818,7 +819,7 @@ static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
  * preempted), gave `enc` bytes, and `pays` says whether it is kept. */
 static void learn_put(blk__storage *s, int gid, int kind, plan p, size_t n, size_t enc, double sec,
                       int clean, int pays) {
-  if (clean) rate_add(&s->enc, sec, (double)n);
+  if (clean || s->enc.n == 0) rate_add(&s->enc, sec, (double)n);
   hint *h = hint_of(s, gid, kind);
   if (!pays) {
     *h = (hint){.gid = gid, .kind = kind, .poor = 1, .skipped = 0};
@@ -1069,7 +1070,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
       give_extent(s, off, len);
       s->live--;
     } else {
-      if (clean) rate_add(&s->wr, sec, (double)stored);
+      if (clean || s->wr.n == 0) rate_add(&s->wr, sec, (double)stored);
       count_put(s, p, compressed, n, stored);
     }
     worker_give(s, w);
@@ -1251,11 +1252,13 @@ done:
     if (!memory) {
       /* Two samples, the header and the rest, so the fit sees two sizes
        * (an empty record's rest was not read: no sample). */
-      if (clean_head) rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
-      if (rec->stored > HEADER_SIZE && clean_read)
+      int first = s->rd.n == 0;
+      if (clean_head || first) rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
+      if (rec->stored > HEADER_SIZE && (clean_read || first))
         rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
     }
-    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0 && clean_decode)
+    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0 &&
+        (clean_decode || s->dec.n == 0))
       rate_add(&s->dec, sec_decode, (double)rec->raw);
   }
   if (w) worker_give(s, w);

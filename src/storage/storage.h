@@ -196,7 +196,8 @@ int blk__storage_test_hole(blk__storage *s, uint64_t bytes);
 void blk__storage_test_device(blk__storage *s, double write_spb, double read_spb);
 
 /* For tests only: on, every timed call counts as preempted (another thread
- * ran on its core meanwhile), so auto learns nothing from its time. */
+ * ran on its core meanwhile), so auto learns from its time only while the
+ * figure has no sample. */
 void blk__storage_test_preempted(blk__storage *s, int on);
 
 /* For tests only: the device figures auto decides with now, as measured
