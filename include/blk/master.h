@@ -411,7 +411,8 @@ int64_t blk_master_result_i64(const blk_master *m, int i);
 typedef struct blk_master_stats {
   int blocks_in_memory;      /* now */
   int blocks_in_memory_peak; /* the most at any time */
-  uint64_t loads, evictions; /* blocks read back, blocks written out */
+  uint64_t loads, evictions; /* blocks read back, blocks that left memory (one that had not
+                                 changed since it came in is not written again) */
   uint64_t queues_spilled, queues_restored;
   uint64_t records_written, records_read;
   uint64_t bytes_raw_written, bytes_stored_written; /* before and after compression */

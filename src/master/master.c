@@ -542,12 +542,15 @@ void blk_master_stats_log(const blk_master *m) {
   double ratio = st.bytes_stored_written
                      ? (double)st.bytes_raw_written / (double)st.bytes_stored_written
                      : 0.0;
+  blk__storage_stats sst = {0};
+  if (m->budget.storage) blk__storage_stats_get(m->budget.storage, &sst);
   blk_log(BLK_LOG_INFO,
           "out-of-core: %d blocks in memory (peak %d), %llu loads, %llu evictions, %llu queues "
           "spilled; wrote %llu bytes as %llu (ratio %.2f), read %llu; compress %.3f s, "
           "decompress %.3f s, write %.3f s, read %.3f s; spill file %llu bytes (peak %llu); "
           "%llu records compressed, %llu raw (%llu of them, %llu bytes, as compression did not "
-          "pay; %llu as the device was faster)",
+          "pay; %llu as the device was faster); %llu evictions of blocks saved as they were "
+          "loaded (nothing written)",
           st.blocks_in_memory, st.blocks_in_memory_peak, (unsigned long long)st.loads,
           (unsigned long long)st.evictions, (unsigned long long)st.queues_spilled,
           (unsigned long long)st.bytes_raw_written, (unsigned long long)st.bytes_stored_written,
@@ -556,6 +559,7 @@ void blk_master_stats_log(const blk_master *m) {
           (unsigned long long)st.spill_file_bytes_peak, (unsigned long long)st.records_compressed,
           (unsigned long long)st.records_raw, (unsigned long long)st.records_raw_poor_ratio,
           (unsigned long long)st.bytes_raw_poor_ratio,
-          (unsigned long long)st.records_raw_fast_device);
+          (unsigned long long)st.records_raw_fast_device,
+          (unsigned long long)sst.records_unchanged);
   BLK__LEAVE();
 }

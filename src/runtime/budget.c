@@ -10,6 +10,13 @@
  * way, or done and held, while the record stays until the load). behind
  * counts puts under way, ahead the gets under way plus the blocks holding
  * what one read (held_ahead). A queue record is valid iff its stored > 0.
+ * A resident block keeps the record it was loaded from (with a spill
+ * file): its bytes as they were loaded, with their checksum. Its next
+ * eviction writes over it (blk__storage_put_over), which writes nothing
+ * when the block saves the same bytes: a block that a round only read (a
+ * merge's sender, a foreach that checks) goes out at the cost of its save
+ * and one checksum pass, not the codec and the write. In memory mode the
+ * record is memory, which is what runs out, so it goes at the load.
  *
  * Eviction order: the largest future (future, set by the operation), then
  * the least recently used, among unpinned resident blocks. Cost of an
@@ -149,7 +156,12 @@ static int finish_job(blk__budget *b, blk__io_job *job) {
   if (job->op == BLK__IO_PUT) {
     b->behind--;
     if (job->cancelled) { /* loaded again from its bytes meanwhile */
-      if (!job->rc) blk__storage_release(b->storage, &job->rec);
+      /* The record holds those bytes: the block keeps it (see the top),
+       * unless it went out again meanwhile or has one. */
+      if (!job->rc && job->rec.summed && blk->resident && !blk->rec.stored)
+        blk->rec = job->rec;
+      else if (!job->rc)
+        blk__storage_release(b->storage, &job->rec);
     } else if (job->rc) {
       blk_buffer_swap(&blk->held, &job->bytes);
       blk->has_held = 1;
@@ -204,12 +216,16 @@ int blk__budget_flush(blk__budget *b) {
 static int write_out(blk__budget *b, int lid, blk_buffer *saved) {
   blk__block *blk = blk__table_at(b->table, lid);
   blk__io_job *job = b->io ? blk__calloc(1, sizeof *job) : NULL;
+  const int over = !blk__storage_in_memory(b->storage); /* (over the record it kept) */
   if (job) {
     *job = (blk__io_job){.op = BLK__IO_PUT,
                          .lid = lid,
                          .gid = blk->gid,
                          .kind = BLK__RECORD_BLOCK,
-                         .shuffle = b->shuffle};
+                         .shuffle = b->shuffle,
+                         .rec = blk->rec,
+                         .over = over};
+    memset(&blk->rec, 0, sizeof blk->rec); /* (the job's until it is done) */
     blk_buffer_swap(&job->bytes, saved);
     blk->job = job;
     blk__io_submit(b->io, job);
@@ -219,8 +235,11 @@ static int write_out(blk__budget *b, int lid, blk_buffer *saved) {
     while (b->behind > BLK__BUDGET_BEHIND && !rc) rc = take_jobs(b, 1);
     return rc;
   }
-  int rc = blk__storage_put(b->storage, blk->gid, BLK__RECORD_BLOCK, saved->data, saved->size,
-                            b->shuffle, &blk->rec);
+  int unchanged = 0;
+  int rc = over ? blk__storage_put_over(b->storage, blk->gid, BLK__RECORD_BLOCK, saved->data,
+                                        saved->size, b->shuffle, &blk->rec, &unchanged)
+                : blk__storage_put(b->storage, blk->gid, BLK__RECORD_BLOCK, saved->data,
+                                   saved->size, b->shuffle, &blk->rec);
   if (rc) {
     blk_buffer_swap(&blk->held, saved);
     blk->has_held = 1;
@@ -372,8 +391,10 @@ static int load(blk__budget *b, int lid) {
     fns->destroy(data, blk->gid, fns->user);
     goto exit;
   }
-  blk__storage_release(b->storage, &blk->rec);
-  memset(&blk->rec, 0, sizeof blk->rec);
+  if (!blk->rec.summed || blk__storage_in_memory(b->storage)) { /* (kept otherwise: the top) */
+    blk__storage_release(b->storage, &blk->rec);
+    memset(&blk->rec, 0, sizeof blk->rec);
+  }
   blk->data = data;
   blk->resident = 1;
   blk->bytes = block_bytes(b, blk);

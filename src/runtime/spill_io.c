@@ -56,7 +56,10 @@ static blk__io_job *take(blk__io_job **head, blk__io_job **tail) {
  * may read them while the job is under way (a block loaded again from
  * them), and frees them when it takes the job back. */
 static void work(blk__io *io, blk__io_job *job) {
-  if (job->op == BLK__IO_PUT) {
+  if (job->op == BLK__IO_PUT && job->over) {
+    job->rc = blk__storage_put_over(io->storage, job->gid, job->kind, job->bytes.data,
+                                    job->bytes.size, job->shuffle, &job->rec, &job->unchanged);
+  } else if (job->op == BLK__IO_PUT) {
     job->rc = blk__storage_put(io->storage, job->gid, job->kind, job->bytes.data, job->bytes.size,
                                job->shuffle, &job->rec);
   } else {

@@ -941,8 +941,11 @@ static void traced(blk__trace *t, const char *name, blk__trace_kind kind, int64_
                                           (int64_t)(sec_codec * 1e9), (int64_t)(sec_io * 1e9)});
 }
 
-int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
-                     size_t elem_size, blk__record *rec) {
+/* blk__storage_put; raw_sum, when not NULL, is the checksum of the raw
+ * bytes (put_over computed it), which a record stored raw takes as its data
+ * checksum instead of a second pass. */
+static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_t n,
+                      size_t elem_size, blk__record *rec, const uint64_t *raw_sum) {
   int rc = 0, e = 0;
   char ebuf[128];
   const int memory = s->fd < 0;
@@ -1019,7 +1022,9 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
   const unsigned char *encoded = in_b ? bytes + HEADER_SIZE : raw;
   const size_t enc_n = in_b ? b->size - prefix - HEADER_SIZE : n;
   const uint64_t stored = (uint64_t)HEADER_SIZE + enc_n;
-  const uint64_t data_sum = blk__checksum(encoded, enc_n, SEED_DATA);
+  /* (Stored raw, the encoded bytes are the raw ones.) */
+  const uint64_t data_sum =
+      raw_sum && !compressed ? *raw_sum : blk__checksum(encoded, enc_n, SEED_DATA);
 
   if (memory) {
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, NO_OFFSET);
@@ -1088,6 +1093,8 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
   rec->raw = (uint64_t)n;
   rec->mem = memory ? (void *)bytes : NULL;
   rec->gid = gid;
+  rec->summed = raw_sum != NULL;
+  rec->sum = raw_sum ? *raw_sum : 0;
 done:
   if (w) {
     worker_trim(w);
@@ -1097,6 +1104,31 @@ done:
   }
   if (trace && !rc) traced(trace, "store", BLK__TRACE_STORE, started, rec, sec_codec, sec_io);
   return rc;
+}
+
+int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
+                     size_t elem_size, blk__record *rec) {
+  return put_record(s, gid, kind, raw, n, elem_size, rec, NULL);
+}
+
+int blk__storage_put_over(blk__storage *s, int gid, int kind, const void *raw, size_t n,
+                          size_t elem_size, blk__record *rec, int *unchanged) {
+  *unchanged = 0;
+  const uint64_t sum = blk__checksum(raw, n, SEED_DATA);
+  if (rec->stored && rec->summed && rec->raw == (uint64_t)n && rec->sum == sum) {
+    blk__mutex_lock(s->lock);
+    s->stats.records_unchanged++;
+    blk__mutex_unlock(s->lock);
+    *unchanged = 1;
+    return BLK_OK;
+  }
+  blk__storage_release(s, rec); /* (first: its space may take the new one) */
+  memset(rec, 0, sizeof *rec);
+  return put_record(s, gid, kind, raw, n, elem_size, rec, &sum);
+}
+
+int blk__storage_in_memory(const blk__storage *s) {
+  return s->fd < 0;
 }
 
 /* --- get --- */

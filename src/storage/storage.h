@@ -69,12 +69,16 @@ typedef struct blk__record {
   uint64_t raw;    /* bytes before compression */
   void *mem;       /* in-memory mode: the stored bytes (owned by the storage) */
   int gid;
+  int summed;   /* put by blk__storage_put_over: sum holds the raw bytes' checksum */
+  uint64_t sum; /* (blk__checksum of the raw bytes, SEED_DATA) */
 } blk__record;
 
 typedef struct blk__storage_stats {
   /* Successful puts and gets only; a failed call counts nothing. */
   uint64_t records_written, records_read, bytes_raw_written, bytes_stored_written, bytes_raw_read,
       bytes_stored_read;
+  /* blk__storage_put_over calls that wrote nothing: the record held those bytes already. */
+  uint64_t records_unchanged;
   /* Time spent in each step (CLOCK_MONOTONIC), of successful and failed calls. */
   double seconds_compress, seconds_decompress, seconds_write, seconds_read;
   /* How successful puts stored their records: as a zstd frame, or raw. Of
@@ -128,6 +132,23 @@ void blk__storage_destroy(blk__storage *s);
  *           nothing written. */
 int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t n,
                      size_t elem_size, blk__record *rec);
+
+/* As blk__storage_put, over *rec: the caller's record of an earlier state
+ * of the same item (or an empty one). When *rec holds exactly these bytes
+ * (put by this function, the same size and the same checksum of the raw
+ * bytes), nothing is encoded or written and *unchanged is set; otherwise
+ * *rec is released and the new record, with the checksum, takes its place.
+ * The checksum is one pass over the raw bytes (blk__checksum, a few GB/s),
+ * which a record stored raw needs anyway. A 64-bit checksum that matches
+ * different bytes would keep the old ones: with a well-mixed hash that is
+ * one chance in 2^64 per call, far below the storage's other risks.
+ * @return : as blk__storage_put; on failure *rec has been released (it
+ *           held other bytes than these) and is empty. */
+int blk__storage_put_over(blk__storage *s, int gid, int kind, const void *raw, size_t n,
+                          size_t elem_size, blk__record *rec, int *unchanged);
+
+/* Whether records live in memory (spill_in_memory) rather than a file. */
+int blk__storage_in_memory(const blk__storage *s);
 
 /* Marks the records of `kind` as short-lived: a message written out for a
  * block that is out, read back within the same operation. Only time counts

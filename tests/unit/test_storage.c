@@ -427,6 +427,61 @@ static void test_transient(const char *dir) {
  * the blocks create makes before they are filled) leave them unmeasured,
  * where they once gave the page cache a speed of a few MB/s; records of
  * 1 MiB measure both. */
+/* put_over: the same bytes again write nothing and keep the record as it
+ * is; other bytes replace it; both for a frame and for a raw record (whose
+ * data checksum is the raw one), in a file and in memory. */
+static void test_put_over(const char *dir) {
+  enum { N = 1 << 16 };
+  unsigned char *smooth = malloc(N), *random = malloc(N);
+  CHECK(smooth && random);
+  for (int i = 0; i < N; i++) smooth[i] = (unsigned char)(i / 256);
+  fill_random(random, N, 9);
+  for (int memory = 0; memory < 2; memory++)
+    for (int level = 0; level < 2; level++) {
+      blk__storage *s = NULL;
+      CHECK_OK(blk__storage_create(&s, memory ? NULL : dir, 0, level ? 1 : BLK__CODEC_STORE));
+      blk__record rec;
+      memset(&rec, 0, sizeof rec);
+      int unchanged = -1;
+      CHECK_OK(blk__storage_put_over(s, 3, 0, smooth, N, 0, &rec, &unchanged));
+      CHECK(unchanged == 0 && rec.summed && rec.raw == N);
+      blk__record first = rec;
+      blk__storage_stats st0, st1;
+      blk__storage_stats_get(s, &st0);
+      CHECK_OK(blk__storage_put_over(s, 3, 0, smooth, N, 0, &rec, &unchanged));
+      blk__storage_stats_get(s, &st1);
+      CHECK_MSG(unchanged == 1 && memcmp(&rec, &first, sizeof rec) == 0,
+                "memory %d, level %d: the same bytes gave a new record", memory, level);
+      CHECK_EQ_INT(st1.records_written, st0.records_written);
+      CHECK_EQ_INT(st1.records_unchanged, st0.records_unchanged + 1);
+      check_get(s, &rec, smooth, N);
+      /* One byte different, then other bytes of another size. */
+      smooth[N / 2] ^= 1;
+      CHECK_OK(blk__storage_put_over(s, 3, 0, smooth, N, 0, &rec, &unchanged));
+      CHECK(unchanged == 0);
+      check_get(s, &rec, smooth, N);
+      smooth[N / 2] ^= 1;
+      CHECK_OK(blk__storage_put_over(s, 3, 0, random, N - 5, 0, &rec, &unchanged));
+      CHECK(unchanged == 0);
+      check_get(s, &rec, random, N - 5);
+      blk__storage_stats_get(s, &st1);
+      CHECK_EQ_INT(st1.records_written, st0.records_written + 2);
+      /* A record put without a checksum is never taken for the same bytes. */
+      blk__record plain;
+      CHECK_OK(blk__storage_put(s, 4, 0, random, N, 0, &plain));
+      CHECK(!plain.summed);
+      CHECK_OK(blk__storage_put_over(s, 4, 0, random, N, 0, &plain, &unchanged));
+      CHECK(unchanged == 0 && plain.summed);
+      check_get(s, &plain, random, N);
+      blk__storage_release(s, &plain);
+      blk__storage_release(s, &rec);
+      blk__storage_destroy(s);
+    }
+  free(smooth);
+  free(random);
+  printf("put over: ok\n");
+}
+
 static void test_device_figures(const char *dir) {
   blk__storage *s = NULL;
   CHECK_OK(blk__storage_create(&s, dir, 0, BLK__STORAGE_AUTO));
@@ -780,6 +835,7 @@ int main(void) {
   test_auto(dir);
   test_transient(dir);
   test_device_figures(dir);
+  test_put_over(dir);
   test_files(0);
   test_files(1);
   test_offsets(dir);
