@@ -69,8 +69,9 @@ typedef struct blk__record {
   uint64_t raw;    /* bytes before compression */
   void *mem;       /* in-memory mode: the stored bytes (owned by the storage) */
   int gid;
-  int summed;   /* put by blk__storage_put_over: sum holds the raw bytes' checksum */
-  uint64_t sum; /* (blk__checksum of the raw bytes, SEED_DATA) */
+  int summed;       /* sum holds the raw bytes' checksum (blk__storage_put_over) */
+  uint64_t sum;     /* (blk__checksum of the raw bytes, SEED_DATA) */
+  unsigned changed; /* put_over calls in a row that found other bytes (its own included) */
 } blk__record;
 
 typedef struct blk__storage_stats {
@@ -139,13 +140,19 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
  * bytes), nothing is encoded or written and *unchanged is set; otherwise
  * *rec is released and the new record, with the checksum, takes its place.
  * The checksum is one pass over the raw bytes (blk__checksum, a few GB/s),
- * which a record stored raw needs anyway. A 64-bit checksum that matches
+ * which a record stored raw needs anyway. An item whose bytes changed at
+ * BLK__STORAGE_OVER_PROBE / 2 put_overs in a row or more is then compared
+ * only twice in every BLK__STORAGE_OVER_PROBE puts (the first of the two
+ * only gives its record a checksum for the second), so an item a program
+ * always changes (a swap's blocks) pays a quarter of that pass when
+ * compressed, and one that stops changing is found within that many. A 64-bit checksum that matches
  * different bytes would keep the old ones: with a well-mixed hash that is
  * one chance in 2^64 per call, far below the storage's other risks.
  * @return : as blk__storage_put; on failure *rec has been released (it
  *           held other bytes than these) and is empty. */
 int blk__storage_put_over(blk__storage *s, int gid, int kind, const void *raw, size_t n,
                           size_t elem_size, blk__record *rec, int *unchanged);
+#define BLK__STORAGE_OVER_PROBE 8
 
 /* Whether records live in memory (spill_in_memory) rather than a file. */
 int blk__storage_in_memory(const blk__storage *s);

@@ -450,7 +450,8 @@ static void test_put_over(const char *dir) {
       blk__storage_stats_get(s, &st0);
       CHECK_OK(blk__storage_put_over(s, 3, 0, smooth, N, 0, &rec, &unchanged));
       blk__storage_stats_get(s, &st1);
-      CHECK_MSG(unchanged == 1 && memcmp(&rec, &first, sizeof rec) == 0,
+      CHECK_MSG(unchanged == 1 && rec.offset == first.offset && rec.mem == first.mem &&
+                    rec.stored == first.stored && rec.sum == first.sum,
                 "memory %d, level %d: the same bytes gave a new record", memory, level);
       CHECK_EQ_INT(st1.records_written, st0.records_written);
       CHECK_EQ_INT(st1.records_unchanged, st0.records_unchanged + 1);
@@ -466,17 +467,58 @@ static void test_put_over(const char *dir) {
       check_get(s, &rec, random, N - 5);
       blk__storage_stats_get(s, &st1);
       CHECK_EQ_INT(st1.records_written, st0.records_written + 2);
-      /* A record put without a checksum is never taken for the same bytes. */
+      /* A record of blk__storage_put has a checksum of the raw bytes only
+       * when stored raw (its data checksum); without one it is never taken
+       * for the same bytes. Random bytes are stored raw, and smooth ones
+       * too without compression; at level 1 smooth ones are compressed. */
       blk__record plain;
       CHECK_OK(blk__storage_put(s, 4, 0, random, N, 0, &plain));
-      CHECK(!plain.summed);
+      CHECK(plain.summed && plain.stored > N);
       CHECK_OK(blk__storage_put_over(s, 4, 0, random, N, 0, &plain, &unchanged));
-      CHECK(unchanged == 0 && plain.summed);
+      CHECK(unchanged == 1);
       check_get(s, &plain, random, N);
+      blk__storage_release(s, &plain);
+      CHECK_OK(blk__storage_put(s, 5, 0, smooth, N, 0, &plain)); /* (a gid of its own) */
+      CHECK_MSG(plain.summed == (level == 0) && (plain.stored > N) == (level == 0),
+                "memory %d, level %d: smooth bytes stored in %llu, summed %d", memory, level,
+                (unsigned long long)plain.stored, plain.summed);
+      CHECK_OK(blk__storage_put_over(s, 5, 0, smooth, N, 0, &plain, &unchanged));
+      CHECK_MSG(unchanged == (level == 0) && plain.summed,
+                "memory %d, level %d: put over with its bytes: unchanged %d", memory, level,
+                unchanged);
+      check_get(s, &plain, smooth, N);
       blk__storage_release(s, &plain);
       blk__storage_release(s, &rec);
       blk__storage_destroy(s);
     }
+  /* Bytes that change at every put are summed in the first
+   * BLK__STORAGE_OVER_PROBE / 2 puts, then in two of each
+   * BLK__STORAGE_OVER_PROBE; once they stop changing, a put writes nothing
+   * again within BLK__STORAGE_OVER_PROBE + 1 puts. (Compressed, so the
+   * checksum is not the data checksum of a raw record.) */
+  blk__storage *s = NULL;
+  CHECK_OK(blk__storage_create(&s, dir, 0, 1));
+  blk__record rec;
+  memset(&rec, 0, sizeof rec);
+  int summed = 0, unchanged = 0;
+  for (int i = 0; i < 40; i++) {
+    smooth[0] = (unsigned char)i;
+    CHECK_OK(blk__storage_put_over(s, 7, 0, smooth, N, 0, &rec, &unchanged));
+    CHECK(unchanged == 0 && rec.stored < N);
+    const int want = i < BLK__STORAGE_OVER_PROBE / 2 || i % BLK__STORAGE_OVER_PROBE < 2;
+    CHECK_MSG(rec.summed == want, "change %d: summed %d", i, rec.summed);
+    summed += rec.summed;
+  }
+  CHECK(summed < 20);
+  int puts = 0;
+  do {
+    CHECK_OK(blk__storage_put_over(s, 7, 0, smooth, N, 0, &rec, &unchanged));
+    puts++;
+  } while (!unchanged && puts <= BLK__STORAGE_OVER_PROBE + 1);
+  CHECK_MSG(unchanged, "the same bytes %d times, and still written", puts);
+  check_get(s, &rec, smooth, N);
+  blk__storage_release(s, &rec);
+  blk__storage_destroy(s);
   free(smooth);
   free(random);
   printf("put over: ok\n");

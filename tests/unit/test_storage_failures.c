@@ -223,7 +223,7 @@ static void fill_until_failure(blk__storage *s, const char *dir, const char *rea
     fill_random(buf, FILL_SIZE, (uint64_t)n);
     blk__storage_stats before;
     blk__storage_stats_get(s, &before);
-    const blk__record sentinel = {12345, 6789, 1011, buf, -77, 1, 4242};
+    const blk__record sentinel = {12345, 6789, 1011, buf, -77, 1, 4242, 3};
     blk__record r = sentinel;
     int rc = blk__storage_put(s, n, 0, buf, FILL_SIZE, 0, &r);
     if (rc == 0) {
@@ -256,7 +256,7 @@ static void fill_until_failure(blk__storage *s, const char *dir, const char *rea
   }
   CHECK(n >= 8);
   /* A second attempt fails the same way (the failed space went back). */
-  blk__record r = {0, 0, 0, NULL, 0, 0, 0};
+  blk__record r = {0, 0, 0, NULL, 0, 0, 0, 0};
   CHECK_ERR(blk__storage_put(s, n, 0, buf, FILL_SIZE, 0, &r), BLK_EIO, reason);
   CHECK_EQ_INT(r.stored, 0);
 
