@@ -235,9 +235,8 @@ static int write_out(blk__budget *b, int lid, blk_buffer *saved) {
     while (b->behind > BLK__BUDGET_BEHIND && !rc) rc = take_jobs(b, 1);
     return rc;
   }
-  int unchanged = 0;
   int rc = over ? blk__storage_put_over(b->storage, blk->gid, BLK__RECORD_BLOCK, saved->data,
-                                        saved->size, b->shuffle, &blk->rec, &unchanged)
+                                        saved->size, b->shuffle, &blk->rec, NULL)
                 : blk__storage_put(b->storage, blk->gid, BLK__RECORD_BLOCK, saved->data,
                                    saved->size, b->shuffle, &blk->rec);
   if (rc) {

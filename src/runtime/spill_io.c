@@ -58,7 +58,7 @@ static blk__io_job *take(blk__io_job **head, blk__io_job **tail) {
 static void work(blk__io *io, blk__io_job *job) {
   if (job->op == BLK__IO_PUT && job->over) {
     job->rc = blk__storage_put_over(io->storage, job->gid, job->kind, job->bytes.data,
-                                    job->bytes.size, job->shuffle, &job->rec, &job->unchanged);
+                                    job->bytes.size, job->shuffle, &job->rec, NULL);
   } else if (job->op == BLK__IO_PUT) {
     job->rc = blk__storage_put(io->storage, job->gid, job->kind, job->bytes.data, job->bytes.size,
                                job->shuffle, &job->rec);

@@ -49,7 +49,6 @@ typedef struct blk__io_job {
   blk_buffer bytes; /* put: what to write; get: what was read (empty on failure) */
   blk__record rec;  /* put: the record written; get: the record to read */
   int over;         /* put: over the record in rec (blk__storage_put_over) */
-  int unchanged;    /* put over: rec held these bytes already; nothing was written */
   int cancelled;    /* put: its result is not wanted (the driver's only) */
   int rc;           /* when finished: 0 or the error */
   char why[320];    /* when rc != 0: the detail */

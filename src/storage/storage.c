@@ -1115,7 +1115,7 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
 
 int blk__storage_put_over(blk__storage *s, int gid, int kind, const void *raw, size_t n,
                           size_t elem_size, blk__record *rec, int *unchanged) {
-  *unchanged = 0;
+  if (unchanged) *unchanged = 0;
   /* After BLK__STORAGE_OVER_PROBE / 2 changes in a row, the sum only in two
    * puts of each BLK__STORAGE_OVER_PROBE (storage.h); a record stored raw
    * gets one from its data checksum anyway. */
@@ -1128,7 +1128,7 @@ int blk__storage_put_over(blk__storage *s, int gid, int kind, const void *raw, s
     s->stats.records_unchanged++;
     blk__mutex_unlock(s->lock);
     rec->changed = 0;
-    *unchanged = 1;
+    if (unchanged) *unchanged = 1;
     return BLK_OK;
   }
   blk__storage_release(s, rec); /* (first: its space may take the new one) */

@@ -136,18 +136,20 @@ int blk__storage_put(blk__storage *s, int gid, int kind, const void *raw, size_t
 
 /* As blk__storage_put, over *rec: the caller's record of an earlier state
  * of the same item (or an empty one). When *rec holds exactly these bytes
- * (put by this function, the same size and the same checksum of the raw
- * bytes), nothing is encoded or written and *unchanged is set; otherwise
- * *rec is released and the new record, with the checksum, takes its place.
- * The checksum is one pass over the raw bytes (blk__checksum, a few GB/s),
+ * (the same size and the same checksum of the raw bytes, which the record
+ * keeps when put_over wrote it, or put stored it raw), nothing is encoded
+ * or written and *unchanged (if not NULL) is set; otherwise *rec is
+ * released and the new record, with the checksum, takes its place. The
+ * checksum is one pass over the raw bytes (blk__checksum, a few GB/s),
  * which a record stored raw needs anyway. An item whose bytes changed at
  * BLK__STORAGE_OVER_PROBE / 2 put_overs in a row or more is then compared
  * only twice in every BLK__STORAGE_OVER_PROBE puts (the first of the two
  * only gives its record a checksum for the second), so an item a program
  * always changes (a swap's blocks) pays a quarter of that pass when
- * compressed, and one that stops changing is found within that many. A 64-bit checksum that matches
- * different bytes would keep the old ones: with a well-mixed hash that is
- * one chance in 2^64 per call, far below the storage's other risks.
+ * compressed, and one that stops changing is found within that many. A
+ * 64-bit checksum that matches different bytes would keep the old ones:
+ * with a well-mixed hash that is one chance in 2^64 per call, far below
+ * the storage's other risks.
  * @return : as blk__storage_put; on failure *rec has been released (it
  *           held other bytes than these) and is empty. */
 int blk__storage_put_over(blk__storage *s, int gid, int kind, const void *raw, size_t n,
