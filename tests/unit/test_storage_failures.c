@@ -13,7 +13,9 @@
  *      RLIMIT_FSIZE (with SIGXFSZ ignored), where writes past the limit fail
  *      with EFBIG. Either way: BLK_EIO naming the file and the reason, the
  *      record untouched, the file not grown, every earlier record intact,
- *      and after releases a put succeeds again.
+ *      and after releases a put succeeds again. put_over on a file that may
+ *      not grow: the replaced record gone and the caller's empty, the others
+ *      intact; unchanged bytes still succeed (nothing to write).
  *   3. corruption: bytes flipped on disk in the data and in the header, and
  *      in memory; a record pointing at the wrong place; a truncated file:
  *      BLK_ECORRUPT naming the gid and the file, and an empty output. The
@@ -348,6 +350,74 @@ static void test_file_size_limit(void) {
   printf("file size limit (RLIMIT_FSIZE 200 KiB, EFBIG): ok\n");
 }
 
+/* put_over on a full file: the record it replaces is gone (it held other
+ * bytes), the caller's is empty, and nothing else changed; a put_over of
+ * the bytes a record holds writes nothing, so it succeeds even then. The
+ * budget keeps such a block's bytes in memory (test_spill_failures). */
+static void test_put_over_full(void) {
+  char tmpl[64];
+  char *dir = make_dir(tmpl, sizeof tmpl);
+  blk__storage *s = NULL;
+  CHECK_OK(blk__storage_create(&s, dir, 0, 1));
+  enum { N = 64 * 1024 };
+  unsigned char *a = malloc(2 * N), *b = malloc(N);
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, 2 * N, 1);
+  fill_random(b, N, 2);
+  blk__record over, other;
+  memset(&over, 0, sizeof over);
+  memset(&other, 0, sizeof other);
+  int unchanged = -1;
+  CHECK_OK(blk__storage_put_over(s, 1, 0, a, N, 0, &over, &unchanged));
+  CHECK(unchanged == 0 && over.stored > 0 && over.summed);
+  CHECK_OK(blk__storage_put(s, 2, 0, b, N, 0, &other));
+
+  struct sigaction ign, old_sa;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  CHECK(sigaction(SIGXFSZ, &ign, &old_sa) == 0);
+  struct rlimit old, lim;
+  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  blk__storage_stats before;
+  blk__storage_stats_get(s, &before);
+  lim = old;
+  lim.rlim_cur = (rlim_t)before.file_bytes; /* the file may not grow */
+  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+
+  /* The same bytes: nothing to write. */
+  CHECK_OK(blk__storage_put_over(s, 1, 0, a, N, 0, &over, &unchanged));
+  CHECK_MSG(unchanged == 1, "put_over of the bytes its record holds wrote them again");
+  /* Twice as many bytes do not fit where the old record was: the write
+   * must grow the file, and fails. */
+  CHECK_ERR(blk__storage_put_over(s, 1, 0, a, 2 * N, 0, &over, &unchanged), BLK_EIO,
+            "File too large");
+  CHECK_MSG(strstr(blk_last_error(), "gid 1") != NULL, "\"%s\" does not name gid 1",
+            blk_last_error());
+  CHECK_EQ_INT(over.stored, 0);
+  blk__storage_stats after;
+  blk__storage_stats_get(s, &after);
+  CHECK_EQ_INT(after.records_written, before.records_written);
+  CHECK_EQ_INT(after.file_bytes, before.file_bytes);
+  /* Its old space is free again, the other record intact. */
+  CHECK(after.free_bytes > before.free_bytes);
+  check_get(s, &other, b, N);
+
+  CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  CHECK(sigaction(SIGXFSZ, &old_sa, NULL) == 0);
+  /* With room again the same call succeeds, and reads back. */
+  CHECK_OK(blk__storage_put_over(s, 1, 0, a, 2 * N, 0, &over, &unchanged));
+  CHECK(unchanged == 0);
+  check_get(s, &over, a, 2 * N);
+  blk__storage_release(s, &over);
+  blk__storage_release(s, &other);
+  blk__storage_destroy(s);
+  CHECK(rmdir(dir) == 0);
+  free(a);
+  free(b);
+  printf("put_over on a full file (RLIMIT_FSIZE, EFBIG): ok\n");
+}
+
 /* --- 3. corruption --- */
 
 static void flip_byte(const char *path, uint64_t at) {
@@ -509,6 +579,7 @@ int main(void) {
   test_create(1);
   test_full_tmpfs();
   test_file_size_limit();
+  test_put_over_full();
   test_corruption();
   test_dir_removed(0);
   test_dir_removed(1);
