@@ -325,26 +325,39 @@ static void test_full_tmpfs(void) {
 #endif
 }
 
+/* Files this process writes may not grow past `bytes` (a write past it
+ * fails with EFBIG, SIGXFSZ ignored) until unlimit_files. */
+typedef struct file_limit {
+  struct rlimit old;
+  struct sigaction old_sa;
+} file_limit;
+
+static void limit_files(file_limit *l, uint64_t bytes) {
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  CHECK(sigaction(SIGXFSZ, &ign, &l->old_sa) == 0);
+  CHECK(getrlimit(RLIMIT_FSIZE, &l->old) == 0);
+  struct rlimit lim = l->old;
+  lim.rlim_cur = (rlim_t)bytes;
+  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+}
+
+static void unlimit_files(const file_limit *l) {
+  CHECK(setrlimit(RLIMIT_FSIZE, &l->old) == 0);
+  CHECK(sigaction(SIGXFSZ, &l->old_sa, NULL) == 0);
+}
+
 static void test_file_size_limit(void) {
   char tmpl[64];
   char *dir = make_dir(tmpl, sizeof tmpl);
   blk__storage *s = NULL;
   CHECK_OK(blk__storage_create(&s, dir, 0, 1));
-  struct sigaction ign, old_sa;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  CHECK(sigaction(SIGXFSZ, &ign, &old_sa) == 0);
-  struct rlimit old, lim;
-  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
-  lim = old;
-  lim.rlim_cur = 200 * 1024;
-  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
-
+  file_limit limit;
+  limit_files(&limit, 200 * 1024);
   fill_until_failure(s, dir, "File too large");
-
-  CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
-  CHECK(sigaction(SIGXFSZ, &old_sa, NULL) == 0);
+  unlimit_files(&limit);
   blk__storage_destroy(s);
   CHECK(rmdir(dir) == 0);
   printf("file size limit (RLIMIT_FSIZE 200 KiB, EFBIG): ok\n");
@@ -372,18 +385,10 @@ static void test_put_over_full(void) {
   CHECK(unchanged == 0 && over.stored > 0 && over.summed);
   CHECK_OK(blk__storage_put(s, 2, 0, b, N, 0, &other));
 
-  struct sigaction ign, old_sa;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  CHECK(sigaction(SIGXFSZ, &ign, &old_sa) == 0);
-  struct rlimit old, lim;
-  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
   blk__storage_stats before;
   blk__storage_stats_get(s, &before);
-  lim = old;
-  lim.rlim_cur = (rlim_t)before.file_bytes; /* the file may not grow */
-  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  file_limit limit;
+  limit_files(&limit, before.file_bytes); /* the file may not grow */
 
   /* The same bytes: nothing to write. */
   CHECK_OK(blk__storage_put_over(s, 1, 0, a, N, 0, &over, &unchanged));
@@ -403,8 +408,7 @@ static void test_put_over_full(void) {
   CHECK(after.free_bytes > before.free_bytes);
   check_get(s, &other, b, N);
 
-  CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
-  CHECK(sigaction(SIGXFSZ, &old_sa, NULL) == 0);
+  unlimit_files(&limit);
   /* With room again the same call succeeds, and reads back. */
   CHECK_OK(blk__storage_put_over(s, 1, 0, a, 2 * N, 0, &over, &unchanged));
   CHECK(unchanged == 0);
