@@ -167,7 +167,9 @@ static void mark_ready(rstate *s, rblock *b) {
  * cost as much as the block. A large one may also stay in a block's place
  * (blk__budget_lend: in a broadcast's last phase, the place of a block
  * that is done). A failed write just keeps it in memory; a failed
- * eviction for it fails the operation. */
+ * eviction for it fails the operation. (fill keeps the last input of a
+ * round that runs without its block in memory: the task is ready then and
+ * takes the message in the next pump.) */
 static void spill_if_out(rstate *s, rblock *b, blk_buffer *q, blk__record *rec) {
   if (blk__buffer_is_ref(q)) return; /* never under a budget: a reference cannot be spilled */
   if (b->busy || blk__budget_resident(&s->m->budget, b->lid)) return;
@@ -212,7 +214,11 @@ static void fill(rstate *s, rblock *b, int src, blk_buffer *payload, int flags) 
     b->failed = 1;
   } else {
     blk_buffer_swap(&b->in[i], payload);
-    spill_if_out(s, b, &b->in[i], &b->in_rec[i]);
+    /* The last input of a round that runs without the block (all_to_all's
+     * forwarding): the task is ready now and needs no load, so the message
+     * would be written out only to be read back at once. */
+    if (b->arrived < b->nin || !s->d->needs_block || s->d->needs_block(b->round, s->user))
+      spill_if_out(s, b, &b->in[i], &b->in_rec[i]);
   }
   mark_ready(s, b);
 }
