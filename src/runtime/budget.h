@@ -21,9 +21,12 @@
  * are out worth BLK__BUDGET_KEPT blocks (blk__budget_keep_queue); larger
  * messages that wait in memory hold a block's place each
  * (blk__budget_lend), so blocks and such messages together stay within the
- * block budget. A spilled message's memory goes to the master's buffer
- * cache, which holds at most its cap (a quarter of mem_bytes under a byte
- * budget) and lends it to the next large message or read back.
+ * block budget. (A reduction also keeps the last input of a round that runs
+ * without its block, an all_to_all forwarding round, until the next pass
+ * runs the task: reduce.c's fill.) A spilled message's memory goes to the
+ * master's buffer cache, which holds at most its cap (a quarter of
+ * mem_bytes under a byte budget) and lends it to the next large message or
+ * read back.
  *
  * Everything here runs on the master's driver thread; a pinned block is
  * never evicted, so a callback running on the pool keeps its block.
