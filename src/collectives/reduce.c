@@ -897,6 +897,17 @@ static uint64_t needed_next(void *ctx, int lid) {
          (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
 }
 
+/* Whether lid's block waits for a message from a block on another rank, for
+ * the scheduler (schedule.h): loading over it then waits a while for it. */
+static int waits_elsewhere(void *ctx, int lid) {
+  const rstate *s = ctx;
+  const rblock *b = &s->rb[lid];
+  if (b->busy || b->round > s->rounds) return 0;
+  for (int i = 0; i < b->nin; i++)
+    if (!b->filled[i] && blk_assigner_rank(s->a, b->in_gids[i]) != s->me) return 1;
+  return 0;
+}
+
 static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                       void *user, const blk__driver *d) {
   if (!fn || !a || !p)
@@ -927,6 +938,7 @@ static int reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *
   s.sched.on_error_ctx = &s;
   s.sched.future = needed_next;
   s.sched.future_ctx = &s;
+  s.sched.waits_elsewhere = waits_elsewhere;
   blk__op_begin(s.o, d->name, route_reduce, &s);
   if (d->place) blk__op_set_place(s.o, place_reduce);
   s.o->rounds = s.rounds + 1; /* (a message's key is its round from now on) */

@@ -300,10 +300,10 @@ static int victim(const blk__budget *b, int lid, const unsigned char *keep) {
   return best;
 }
 
-int blk__budget_evicts_sooner(const blk__budget *b, int lid, uint64_t lid_next) {
-  if (!b->future || blk__table_at(b->table, lid)->resident || !over_budget(b, 1, 0)) return 0;
+int blk__budget_sooner_victim(const blk__budget *b, int lid, uint64_t lid_next) {
+  if (!b->future || blk__table_at(b->table, lid)->resident || !over_budget(b, 1, 0)) return -1;
   int v = victim(b, lid, NULL);
-  return v >= 0 && b->future(b->ctx, v) < lid_next;
+  return v >= 0 && b->future(b->ctx, v) < lid_next ? v : -1;
 }
 
 static size_t block_bytes(const blk__budget *b, const blk__block *blk) {

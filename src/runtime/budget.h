@@ -122,10 +122,11 @@ int blk__budget_may_swap(const blk__budget *b);
  * make room, if needed). Returns 0, BLK__BUDGET_FULL (nothing evictable now),
  * or an error (a failed eviction or load; the detail names gid and path). */
 int blk__budget_acquire(blk__budget *b, int lid);
-/* Whether making lid resident now would evict a block that future says is
- * needed sooner than lid_next (lid's own): then waiting for a running
- * task to free a block that is done may be the better trade. */
-int blk__budget_evicts_sooner(const blk__budget *b, int lid, uint64_t lid_next);
+/* The block that making lid resident now would evict, if future says it is
+ * needed sooner than lid_next (lid's own), else -1: then waiting (for a
+ * running task to free a block that is done, or for the message the
+ * victim waits for) may be the better trade. */
+int blk__budget_sooner_victim(const blk__budget *b, int lid, uint64_t lid_next);
 /* Unpins a block and marks it most recently used. */
 void blk__budget_release(blk__budget *b, int lid);
 /* Starts reading and decoding lid ahead of use, if it is out and fewer

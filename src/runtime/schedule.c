@@ -99,6 +99,7 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
   s->args = args;
   s->kind = kind;
   s->limit = blk__pool_nthreads(pool);
+  blk__hold_init(&s->hold);
   /* The per-lid arrays in one piece of storage kept between operations
    * (this runs once per operation): tasks, then ready, failed, done and
    * round, then the three flag arrays. */
@@ -278,6 +279,34 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
   s->done[s->ndone++] = lid;
 }
 
+void blk__hold_init(blk__hold *h) {
+  *h = (blk__hold){0, BLK__SCHED_HOLD_NS, 0};
+}
+
+int blk__hold_wait(blk__hold *h, int64_t now_ns) {
+  if (!h->since) h->since = now_ns;
+  if (now_ns - h->since < h->limit) return 1;
+  if (!h->expired) {
+    h->expired = 1;
+    if (h->limit / 2 >= BLK__SCHED_HOLD_MIN_NS) h->limit /= 2;
+  }
+  return 0;
+}
+
+void blk__hold_over(blk__hold *h) {
+  if (h->since && !h->expired)
+    h->limit = h->limit < BLK__SCHED_HOLD_NS / 2 ? 2 * h->limit : BLK__SCHED_HOLD_NS;
+  h->since = 0;
+  h->expired = 0;
+}
+
+/* Whether a load that would evict v, needed sooner, waits: while v waits
+ * for another rank's message, as blk__hold_wait says. */
+static int hold_for(blk__sched *s, int v) {
+  if (!s->waits_elsewhere || !s->waits_elsewhere(s->future_ctx, v)) return 0;
+  return blk__hold_wait(&s->hold, blk__now_ns());
+}
+
 /* The index in ready of the block to load when none is in memory: the one
  * the operation needs soonest (its future; a reduction knows the order
  * that loads each block the fewest times), else the first; skipping the
@@ -374,13 +403,16 @@ void blk__sched_pump(blk__sched *s) {
      * ran, so that it knows which blocks are done (the budget asks). */
     if (s->needs[lid] && s->ndone > 0 && !blk__budget_resident(s->budget, lid)) break;
     /* Nor load a block (a later group's, mostly) over one needed sooner
-     * (the running group's, waiting for a callback on the pool to finish):
-     * wait for the pool instead, and load once what it ran has moved on.
-     * With two threads a swap of 64 blocks with 8 in memory loaded 164
-     * where one thread loads 112. */
-    if (ooc && s->needs[lid] && s->running > 0 && s->future &&
-        blk__budget_evicts_sooner(s->budget, lid, s->future(s->future_ctx, lid)))
-      break;
+     * (the running group's, waiting for a callback on the pool to finish,
+     * or for another rank's message): wait for the pool instead, and load
+     * once what it ran has moved on. With two threads a swap of 64 blocks
+     * with 8 in memory loaded 164 where one thread loads 112. */
+    if (ooc && s->needs[lid] && s->future && !blk__budget_resident(s->budget, lid)) {
+      int v = blk__budget_sooner_victim(s->budget, lid, s->future(s->future_ctx, lid));
+      if (v >= 0 && (s->running > 0 || hold_for(s, v))) break;
+    } else {
+      blk__hold_over(&s->hold); /* a block in memory runs */
+    }
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->budget, lid);
       if (rc == BLK__BUDGET_FULL) break; /* wait for a running task to end */

@@ -41,6 +41,18 @@
  * A task that does not need its block (all_to_all's forwarding rounds) is
  * run without loading it.
  *
+ * Out-of-core, a load that would evict a block needed sooner than the one
+ * it brings in waits instead while that block may soon be ready without
+ * it: while a callback runs on the pool (it frees a block that is done),
+ * or, for a while (BLK__SCHED_HOLD_NS at most), while the victim waits for
+ * a message from another rank. Without the second, a rank whose partner
+ * rank was a little behind loaded the next group's blocks over the group
+ * waiting for the partner's messages, and loaded those again a moment
+ * later (a swap of 2 x 64 blocks with 8 in memory: 13-17 extra loads a
+ * rank). The wait is bounded, and shortened when it ends without the
+ * message, because the other rank may itself wait for a block of this one
+ * that only the load would run.
+ *
  * Driver thread only. Cost per task: a table lookup and, when handed over,
  * one pool hand-off; out-of-core, at most one eviction and one load.
  */
@@ -53,6 +65,35 @@
 #include "base/pool.h"
 #include "runtime/budget.h"
 #include "runtime/operation.h"
+
+/* The longest a load waits for another rank's message to a block it would
+ * evict (see the top), and the least it comes down to when such waits end
+ * without the message (halved each time). In a swap of 2 x 64 blocks of
+ * 4 MiB with 8 in memory, the ranks drift up to 10-20 ms apart: a wait of
+ * 2 or 5 ms saved a few loads, 20 ms all of them (docs/out-of-core.md). */
+#define BLK__SCHED_HOLD_NS 20000000
+#define BLK__SCHED_HOLD_MIN_NS 1000000
+
+/* A load's wait for another rank's message (see the top). A wait begins
+ * when a load is first held and lasts at most limit; once that is over,
+ * loads go ahead without waiting again until a block in memory runs
+ * (blk__hold_over), and the next wait is half as long (not below
+ * BLK__SCHED_HOLD_MIN_NS): where the message comes only after loads (the
+ * other rank waits for this one), each wait is time lost. A wait that
+ * ends with a block in memory running doubles it again, up to
+ * BLK__SCHED_HOLD_NS. */
+typedef struct blk__hold {
+  int64_t since; /* when the wait under way began (0: none) */
+  int64_t limit; /* the longest wait, now */
+  int expired;   /* the wait under way lasted limit: loads go ahead */
+} blk__hold;
+
+void blk__hold_init(blk__hold *h);
+/* Whether a load held at now_ns (blk__now_ns) keeps waiting; the first
+ * call of a wait begins it. */
+int blk__hold_wait(blk__hold *h, int64_t now_ns);
+/* A block in memory ran: the wait under way, if any, is over. */
+void blk__hold_over(blk__hold *h);
 
 struct blk__sched;
 typedef struct blk__task {
@@ -108,6 +149,12 @@ typedef struct blk__sched {
    * choice of what to evict. NULL: not again (a foreach). */
   uint64_t (*future)(void *ctx, int lid);
   void *future_ctx;
+  /* Out-of-core: whether lid's block waits for a message from another
+   * rank (future_ctx is its context). A load that would evict such a
+   * block, needed sooner than the one loaded, waits a while for the
+   * message instead (see pump). NULL: never. */
+  int (*waits_elsewhere)(void *ctx, int lid);
+  blk__hold hold;
 } blk__sched;
 
 /* A scheduler for the budget's blocks on pool, for one operation of o

@@ -1,6 +1,7 @@
 /* test_schedule_policy: the scheduler's choice between running a task on
- * the driver and handing it to the pool (runtime/schedule.h), and the
- * hand-off cost the pool reports for it. */
+ * the driver and handing it to the pool (runtime/schedule.h), the hand-off
+ * cost the pool reports for it, and how long a load waits for another
+ * rank's message (blk__hold). */
 #include "base/pool.h"
 #include "blk/blk.h"
 #include "check.h"
@@ -10,7 +11,63 @@ static void nothing(void *arg) {
   (void)arg;
 }
 
+/* A load's wait for another rank's message is bounded, so a rank whose
+ * message comes only after this rank's load still gets it: a wait lasts
+ * at most its limit from its first call, then loads go ahead until a block
+ * in memory runs; each wait that ran out halves the next (down to the
+ * least), each that ended in time doubles it back (up to the most). The
+ * clock is the test's. */
+static void test_hold(void) {
+  const int64_t ms = 1000 * 1000, most = BLK__SCHED_HOLD_NS, least = BLK__SCHED_HOLD_MIN_NS;
+  CHECK(least > 0 && least < most);
+  blk__hold h;
+  blk__hold_init(&h);
+  int64_t t = 1000 * ms; /* (any time but 0) */
+  /* A wait that ends in time: a block in memory ran. */
+  CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + most - 1), 1);
+  blk__hold_over(&h);
+  CHECK(h.limit == most);
+  /* One that runs out: loads go ahead from then on, however late. */
+  t += 10 * most;
+  CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + most), 0);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + most + 1), 0);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + 100 * most), 0);
+  /* The next wait is half as long, from its own start. */
+  blk__hold_over(&h);
+  t += 200 * most;
+  CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + most / 2 - 1), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + most / 2), 0);
+  /* Waits that keep running out come down to the least, not to nothing. */
+  for (int i = 0; i < 64; i++) {
+    blk__hold_over(&h);
+    t += 2 * most;
+    CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
+    CHECK_EQ_INT(blk__hold_wait(&h, t + most), 0);
+  }
+  CHECK(h.limit >= least && h.limit < 2 * least);
+  const int64_t low = h.limit;
+  blk__hold_over(&h);
+  t += 2 * most;
+  CHECK_EQ_INT(blk__hold_wait(&h, t + low - 1), 1); /* (began at t + low - 1) */
+  blk__hold_over(&h);
+  /* Waits that end in time double it back, up to the most. */
+  for (int i = 0; i < 64; i++) {
+    t += 2 * most;
+    CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
+    blk__hold_over(&h);
+  }
+  CHECK(h.limit == most);
+  /* A block in memory running with no wait under way changes nothing. */
+  blk__hold_over(&h);
+  CHECK(h.limit == most && h.since == 0 && !h.expired);
+  printf("hold: ok\n");
+}
+
 int main(void) {
+  test_hold();
   const int64_t us = 1000, h = 60 * us;
   /* One thread: always on the driver. */
   CHECK_EQ_INT(blk__sched_hand_over(-1, -1, 8, 1, h), 0);
