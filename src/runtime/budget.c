@@ -306,6 +306,14 @@ int blk__budget_sooner_victim(const blk__budget *b, int lid, uint64_t lid_next) 
   return v >= 0 && b->future(b->ctx, v) < lid_next ? v : -1;
 }
 
+int64_t blk__budget_load_ns(const blk__budget *b) {
+  if (!b->storage) return 0;
+  blk__storage_stats st;
+  blk__storage_stats_get(b->storage, &st);
+  if (!st.records_read) return 0;
+  return (int64_t)(1e9 * (st.seconds_read + st.seconds_decompress) / (double)st.records_read);
+}
+
 static size_t block_bytes(const blk__budget *b, const blk__block *blk) {
   const blk__block_fns *fns = &b->table->fns;
   return fns->size ? fns->size(blk->data, blk->gid, fns->user) : 0;

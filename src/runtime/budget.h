@@ -127,6 +127,9 @@ int blk__budget_acquire(blk__budget *b, int lid);
  * running task to free a block that is done, or for the message the
  * victim waits for) may be the better trade. */
 int blk__budget_sooner_victim(const blk__budget *b, int lid, uint64_t lid_next);
+/* What reading and decoding a record back has cost on average so far (a
+ * block's, or a spilled queue's), in ns; 0 before the first. */
+int64_t blk__budget_load_ns(const blk__budget *b);
 /* Unpins a block and marks it most recently used. */
 void blk__budget_release(blk__budget *b, int lid);
 /* Starts reading and decoding lid ahead of use, if it is out and fewer

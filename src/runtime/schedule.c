@@ -69,7 +69,7 @@ static void run_task(void *arg) {
   t->ran_ns = blk__now_ns() - start;
 }
 
-static void costs_free(void *mem) {
+static void kept_free(void *mem) {
   free(mem);
 }
 
@@ -99,7 +99,6 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
   s->args = args;
   s->kind = kind;
   s->limit = blk__pool_nthreads(pool);
-  blk__hold_init(&s->hold);
   /* The per-lid arrays in one piece of storage kept between operations
    * (this runs once per operation): tasks, then ready, failed, done and
    * round, then the three flag arrays. */
@@ -120,12 +119,23 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
   for (int i = 0; i < nblocks; i++) s->tasks[i] = (blk__task){s, i, 0};
   if (s->limit > 1) { /* the estimates matter only with workers to hand to */
     static const char costs_owner = 0;
-    blk__kept *k = blk__op_kept(o, &costs_owner, costs_free);
+    blk__kept *k = blk__op_kept(o, &costs_owner, kept_free);
     if (!k->mem && (k->mem = blk__malloc(sizeof *s->costs)))
       for (int i = 0; i < COST_SLOTS; i++)
         ((struct blk__task_costs *)k->mem)->slot[i] = (task_cost){NULL, 0, -1, -1, 0, 0, 0, 0};
     if (!k->mem) return blk__fail(BLK_ENOMEM, "schedule: no memory for the estimates");
     s->costs = k->mem;
+  }
+  /* The loads' wait for other ranks, learnt over the master's operations:
+   * where such waits keep running out, they stay short. */
+  static const char hold_owner = 0;
+  blk__kept *hk = blk__op_kept(o, &hold_owner, kept_free);
+  if (!hk->mem && (hk->mem = blk__malloc(sizeof *s->hold))) blk__hold_init(hk->mem);
+  s->hold = hk->mem; /* (NULL without memory: loads do not wait) */
+  /* (No wait spans two operations; what the waits taught stays.) */
+  if (s->hold) {
+    s->hold->since = 0;
+    s->hold->expired = 0;
   }
   budget->future = future;
   budget->on_error = io_failed;
@@ -280,31 +290,34 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
 }
 
 void blk__hold_init(blk__hold *h) {
-  *h = (blk__hold){0, BLK__SCHED_HOLD_NS, 0};
+  *h = (blk__hold){0, 0, 0};
 }
 
-int blk__hold_wait(blk__hold *h, int64_t now_ns) {
+int blk__hold_wait(blk__hold *h, int64_t now_ns, int64_t limit_ns) {
+  if (limit_ns <= 0) return 0;
   if (!h->since) h->since = now_ns;
-  if (now_ns - h->since < h->limit) return 1;
+  if (now_ns - h->since < (limit_ns >> h->shift)) return 1;
   if (!h->expired) {
     h->expired = 1;
-    if (h->limit / 2 >= BLK__SCHED_HOLD_MIN_NS) h->limit /= 2;
+    if (h->shift < BLK__SCHED_HOLD_HALVINGS) h->shift++;
   }
   return 0;
 }
 
 void blk__hold_over(blk__hold *h) {
-  if (h->since && !h->expired)
-    h->limit = h->limit < BLK__SCHED_HOLD_NS / 2 ? 2 * h->limit : BLK__SCHED_HOLD_NS;
+  if (h->since && !h->expired && h->shift > 0) h->shift--;
   h->since = 0;
   h->expired = 0;
 }
 
 /* Whether a load that would evict v, needed sooner, waits: while v waits
- * for another rank's message, as blk__hold_wait says. */
+ * for another rank's message, as blk__hold_wait says, with the limit that
+ * this block size's reads give (schedule.h). */
 static int hold_for(blk__sched *s, int v) {
-  if (!s->waits_elsewhere || !s->waits_elsewhere(s->future_ctx, v)) return 0;
-  return blk__hold_wait(&s->hold, blk__now_ns());
+  if (!s->hold || !s->waits_elsewhere || !s->waits_elsewhere(s->future_ctx, v)) return 0;
+  int64_t limit = BLK__SCHED_HOLD_LOADS * blk__budget_load_ns(s->budget);
+  if (limit > BLK__SCHED_HOLD_NS) limit = BLK__SCHED_HOLD_NS;
+  return blk__hold_wait(s->hold, blk__now_ns(), limit);
 }
 
 /* The index in ready of the block to load when none is in memory: the one
@@ -411,7 +424,7 @@ void blk__sched_pump(blk__sched *s) {
       int v = blk__budget_sooner_victim(s->budget, lid, s->future(s->future_ctx, lid));
       if (v >= 0 && (s->running > 0 || hold_for(s, v))) break;
     } else {
-      blk__hold_over(&s->hold); /* a block in memory runs */
+      if (s->hold) blk__hold_over(s->hold); /* a block in memory runs */
     }
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->budget, lid);

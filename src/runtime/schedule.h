@@ -44,14 +44,14 @@
  * Out-of-core, a load that would evict a block needed sooner than the one
  * it brings in waits instead while that block may soon be ready without
  * it: while a callback runs on the pool (it frees a block that is done),
- * or, for a while (BLK__SCHED_HOLD_NS at most), while the victim waits for
- * a message from another rank. Without the second, a rank whose partner
- * rank was a little behind loaded the next group's blocks over the group
- * waiting for the partner's messages, and loaded those again a moment
- * later (a swap of 2 x 64 blocks with 8 in memory: 13-17 extra loads a
- * rank). The wait is bounded, and shortened when it ends without the
- * message, because the other rank may itself wait for a block of this one
- * that only the load would run.
+ * or, for a few loads' time (BLK__SCHED_HOLD_LOADS), while the victim
+ * waits for a message from another rank. Without the second, a rank whose
+ * partner rank was a little behind loaded the next group's blocks over the
+ * group waiting for the partner's messages, and loaded those again a
+ * moment later (a swap of 2 x 64 blocks with 8 in memory: 13-17 extra
+ * loads a rank). The wait is bounded, and shortened when it ends without
+ * the message, because the other rank may itself wait for a block of this
+ * one that only the load would run.
  *
  * Driver thread only. Cost per task: a table lookup and, when handed over,
  * one pool hand-off; out-of-core, at most one eviction and one load.
@@ -67,31 +67,36 @@
 #include "runtime/operation.h"
 
 /* The longest a load waits for another rank's message to a block it would
- * evict (see the top), and the least it comes down to when such waits end
- * without the message (halved each time). In a swap of 2 x 64 blocks of
- * 4 MiB with 8 in memory, the ranks drift up to 10-20 ms apart: a wait of
- * 2 or 5 ms saved a few loads, 20 ms all of them (docs/out-of-core.md). */
+ * evict (see the top): BLK__SCHED_HOLD_LOADS times what reading a record
+ * back has cost on average (blk__budget_load_ns; 0 before the first read:
+ * no wait), and never more than BLK__SCHED_HOLD_NS. A wait that ends with
+ * the message saves loading the block again, and while a rank waits, a rank
+ * that shares its cores and is behind gets them. So it may last a few loads:
+ * in a swap of 2 x 64 blocks of 4 MiB with 8 in memory (a load about 1 ms),
+ * where the ranks drift up to 10-20 ms apart, a wait of 2 or 5 ms saved a
+ * few of the extra loads, and 20 ms all of them (docs/out-of-core.md). A
+ * wait that runs out costs this much at most, and halves the next (down to
+ * 2^-BLK__SCHED_HOLD_HALVINGS of the limit); one that ends in time doubles
+ * it back. The small blocks of a test wait microseconds, not milliseconds. */
+#define BLK__SCHED_HOLD_LOADS 16
 #define BLK__SCHED_HOLD_NS 20000000
-#define BLK__SCHED_HOLD_MIN_NS 1000000
+#define BLK__SCHED_HOLD_HALVINGS 6
 
-/* A load's wait for another rank's message (see the top). A wait begins
- * when a load is first held and lasts at most limit; once that is over,
- * loads go ahead without waiting again until a block in memory runs
- * (blk__hold_over), and the next wait is half as long (not below
- * BLK__SCHED_HOLD_MIN_NS): where the message comes only after loads (the
- * other rank waits for this one), each wait is time lost. A wait that
- * ends with a block in memory running doubles it again, up to
- * BLK__SCHED_HOLD_NS. */
+/* A load's wait for another rank's message (see the top), kept between a
+ * master's operations. A wait begins when a load is first held; once it
+ * has lasted its limit, loads go ahead without waiting again until a block
+ * in memory runs (blk__hold_over). */
 typedef struct blk__hold {
   int64_t since; /* when the wait under way began (0: none) */
-  int64_t limit; /* the longest wait, now */
-  int expired;   /* the wait under way lasted limit: loads go ahead */
+  int shift;     /* the limit is halved this many times: waits ran out lately */
+  int expired;   /* the wait under way lasted its limit: loads go ahead */
 } blk__hold;
 
 void blk__hold_init(blk__hold *h);
-/* Whether a load held at now_ns (blk__now_ns) keeps waiting; the first
- * call of a wait begins it. */
-int blk__hold_wait(blk__hold *h, int64_t now_ns);
+/* Whether a load held at now_ns (blk__now_ns) keeps waiting, with limit_ns
+ * the longest wait before halvings (<= 0: no wait, and nothing changes);
+ * the first call of a wait begins it. */
+int blk__hold_wait(blk__hold *h, int64_t now_ns, int64_t limit_ns);
 /* A block in memory ran: the wait under way, if any, is over. */
 void blk__hold_over(blk__hold *h);
 
@@ -154,7 +159,7 @@ typedef struct blk__sched {
    * block, needed sooner than the one loaded, waits a while for the
    * message instead (see pump). NULL: never. */
   int (*waits_elsewhere)(void *ctx, int lid);
-  blk__hold hold;
+  blk__hold *hold; /* kept by the master between operations */
 } blk__sched;
 
 /* A scheduler for the budget's blocks on pool, for one operation of o

@@ -14,55 +14,61 @@ static void nothing(void *arg) {
 /* A load's wait for another rank's message is bounded, so a rank whose
  * message comes only after this rank's load still gets it: a wait lasts
  * at most its limit from its first call, then loads go ahead until a block
- * in memory runs; each wait that ran out halves the next (down to the
- * least), each that ended in time doubles it back (up to the most). The
- * clock is the test's. */
+ * in memory runs; each wait that ran out halves the next (at most
+ * BLK__SCHED_HOLD_HALVINGS times), each that ended in time doubles it back.
+ * The clock and the limit are the test's. */
 static void test_hold(void) {
-  const int64_t ms = 1000 * 1000, most = BLK__SCHED_HOLD_NS, least = BLK__SCHED_HOLD_MIN_NS;
-  CHECK(least > 0 && least < most);
+  const int64_t ms = 1000 * 1000, L = 16 * ms;
   blk__hold h;
   blk__hold_init(&h);
   int64_t t = 1000 * ms; /* (any time but 0) */
   /* A wait that ends in time: a block in memory ran. */
-  CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
-  CHECK_EQ_INT(blk__hold_wait(&h, t + most - 1), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t, L), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + L - 1, L), 1);
   blk__hold_over(&h);
-  CHECK(h.limit == most);
+  CHECK_EQ_INT(h.shift, 0);
   /* One that runs out: loads go ahead from then on, however late. */
-  t += 10 * most;
-  CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
-  CHECK_EQ_INT(blk__hold_wait(&h, t + most), 0);
-  CHECK_EQ_INT(blk__hold_wait(&h, t + most + 1), 0);
-  CHECK_EQ_INT(blk__hold_wait(&h, t + 100 * most), 0);
+  t += 10 * L;
+  CHECK_EQ_INT(blk__hold_wait(&h, t, L), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + L, L), 0);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + L + 1, L), 0);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + 100 * L, L), 0);
   /* The next wait is half as long, from its own start. */
   blk__hold_over(&h);
-  t += 200 * most;
-  CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
-  CHECK_EQ_INT(blk__hold_wait(&h, t + most / 2 - 1), 1);
-  CHECK_EQ_INT(blk__hold_wait(&h, t + most / 2), 0);
+  t += 200 * L;
+  CHECK_EQ_INT(blk__hold_wait(&h, t, L), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + L / 2 - 1, L), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + L / 2, L), 0);
   /* Waits that keep running out come down to the least, not to nothing. */
   for (int i = 0; i < 64; i++) {
     blk__hold_over(&h);
-    t += 2 * most;
-    CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
-    CHECK_EQ_INT(blk__hold_wait(&h, t + most), 0);
+    t += 2 * L;
+    CHECK_EQ_INT(blk__hold_wait(&h, t, L), 1);
+    CHECK_EQ_INT(blk__hold_wait(&h, t + L, L), 0);
   }
-  CHECK(h.limit >= least && h.limit < 2 * least);
-  const int64_t low = h.limit;
+  const int64_t least = L >> BLK__SCHED_HOLD_HALVINGS;
+  CHECK(least > 0);
   blk__hold_over(&h);
-  t += 2 * most;
-  CHECK_EQ_INT(blk__hold_wait(&h, t + low - 1), 1); /* (began at t + low - 1) */
+  t += 2 * L;
+  CHECK_EQ_INT(blk__hold_wait(&h, t, L), 1);
+  CHECK_EQ_INT(blk__hold_wait(&h, t + least - 1, L), 1);
   blk__hold_over(&h);
-  /* Waits that end in time double it back, up to the most. */
+  /* Waits that end in time double it back, up to the limit. */
   for (int i = 0; i < 64; i++) {
-    t += 2 * most;
-    CHECK_EQ_INT(blk__hold_wait(&h, t), 1);
+    t += 2 * L;
+    CHECK_EQ_INT(blk__hold_wait(&h, t, L), 1);
     blk__hold_over(&h);
   }
-  CHECK(h.limit == most);
+  CHECK_EQ_INT(h.shift, 0);
+  t += 2 * L;
+  CHECK_EQ_INT(blk__hold_wait(&h, t + L - 1, L), 1); /* (began at t + L - 1) */
+  blk__hold_over(&h);
   /* A block in memory running with no wait under way changes nothing. */
   blk__hold_over(&h);
-  CHECK(h.limit == most && h.since == 0 && !h.expired);
+  CHECK(h.shift == 0 && h.since == 0 && !h.expired);
+  /* No limit (nothing read back yet): no wait, and no wait begun. */
+  CHECK_EQ_INT(blk__hold_wait(&h, t, 0), 0);
+  CHECK(h.shift == 0 && h.since == 0 && !h.expired);
   printf("hold: ok\n");
 }
 
