@@ -898,11 +898,12 @@ static uint64_t needed_next(void *ctx, int lid) {
 }
 
 /* Whether lid's block waits for a message from a block on another rank, for
- * the scheduler (schedule.h): loading over it then waits a while for it. */
+ * the scheduler (schedule.h): loading over it then waits a while for it. (A
+ * failed block waits for nothing: it moves on without its inputs.) */
 static int waits_elsewhere(void *ctx, int lid) {
   const rstate *s = ctx;
   const rblock *b = &s->rb[lid];
-  if (b->busy || b->round > s->rounds) return 0;
+  if (b->busy || b->failed || b->round > s->rounds) return 0;
   for (int i = 0; i < b->nin; i++)
     if (!b->filled[i] && blk_assigner_rank(s->a, b->in_gids[i]) != s->me) return 1;
   return 0;
