@@ -144,10 +144,15 @@ typedef struct a2a {
 } a2a;
 
 /* The per-block records, kept by the master between calls so that a call
- * of small messages does not spend its time in malloc (operation.h). */
+ * of small messages does not spend its time in malloc (operation.h); and
+ * the last call's partners with their digits, made again only when the
+ * block count, k or the order changes. */
 typedef struct a2a_kept {
   a2a_block *blocks;
   int cap;
+  blk_partners *p; /* NULL: none yet */
+  int nblocks, k, contiguous;
+  int fold, step[MAX_ROUNDS], radix[MAX_ROUNDS];
 } a2a_kept;
 
 typedef struct send_hook {
@@ -572,11 +577,13 @@ static void free_kept(void *mem) {
     blk__gid_map_free(&b->index);
   }
   free(k->blocks);
+  blk_partners_destroy(k->p);
   free(k);
 }
 
-/* Records for nlocal blocks, emptied; NULL without memory. */
-static a2a_block *take_blocks(blk_master *m, int nlocal) {
+/* What the master keeps for all_to_all, with records for nlocal blocks;
+ * NULL without memory. */
+static a2a_kept *take_kept(blk_master *m, int nlocal) {
   static const char owner = 0;
   blk__kept *kept = blk__op_kept(&m->op, &owner, free_kept);
   a2a_kept *k = kept->mem;
@@ -591,7 +598,7 @@ static a2a_block *take_blocks(blk_master *m, int nlocal) {
     k->blocks = grown;
     k->cap = ncap;
   }
-  return k->blocks;
+  return k;
 }
 
 /* The digit arithmetic of the rounds (see a2a), checked against the
@@ -606,6 +613,40 @@ static void digits(a2a *s) {
         blk__panic("all_to_all: round %d puts gid %d at %d, not %d", e, g,
                    blk_partners_round_position(s->p, e, g), position(s, e, g));
   }
+}
+
+/* The swap partners of s's blocks for k and the order, with their digits in
+ * s: the kept ones when they match, else made (and kept). */
+static int partners_of(a2a_kept *k, a2a *s, int contiguous) {
+  if (!k->p || k->nblocks != s->nblocks || k->k != s->k || k->contiguous != contiguous) {
+    blk_partners_destroy(k->p);
+    k->p = NULL;
+    blk_partners *made = NULL;
+    int rc = blk__partners_create_folding(&made, BLK_SWAP, s->nblocks, s->k, contiguous);
+    if (!rc && blk_partners_rounds(made) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
+      rc = blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(made));
+    if (rc) {
+      blk_partners_destroy(made);
+      return rc;
+    }
+    k->p = made;
+    s->p = k->p;
+    s->rounds = blk_partners_rounds(k->p);
+    digits(s);
+    k->nblocks = s->nblocks;
+    k->k = s->k;
+    k->contiguous = contiguous;
+    k->fold = s->fold;
+    memcpy(k->step, s->step, sizeof k->step);
+    memcpy(k->radix, s->radix, sizeof k->radix);
+    return BLK_OK;
+  }
+  s->p = k->p;
+  s->rounds = blk_partners_rounds(k->p);
+  s->fold = k->fold;
+  memcpy(s->step, k->step, sizeof s->step);
+  memcpy(s->radix, k->radix, sizeof s->radix);
+  return BLK_OK;
 }
 
 int blk_all_to_all_config_init(blk_all_to_all_config *cfg, unsigned int version) {
@@ -635,7 +676,7 @@ int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contigu
    * out every message is whole in itself (as the array collectives do); one
    * that holds every block counts as none. */
   s.refs = !blk__budget_may_swap(&m->budget);
-  blk_partners *p = NULL;
+  a2a_kept *kept = NULL;
   int rc = BLK_OK, nlocal = blk__table_count(&m->table);
   /* A bad config aborts (rather than returns): every rank then returns the
    * same code, even when only this one was given it. */
@@ -644,23 +685,20 @@ int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contigu
                    "all_to_all: the config has version %u; this blk knows 1..%u (initialise it "
                    "with BLK_ALL_TO_ALL_CONFIG_INIT or blk_all_to_all_config_init)",
                    cfg->version, BLK_ALL_TO_ALL_CONFIG_VERSION);
-  if (!rc) rc = blk__partners_create_folding(&p, BLK_SWAP, s.nblocks, k, contiguous);
-  if (!rc && !(s.blocks = take_blocks(m, nlocal)))
+  if (!rc && !(kept = take_kept(m, nlocal)))
     rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", nlocal);
-  if (!rc && blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
-    rc = blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(p));
+  if (!rc) {
+    s.blocks = kept->blocks;
+    rc = partners_of(kept, &s, contiguous);
+  }
   if (rc) { /* the other ranks may be under way: take part, failed */
     rc = blk__reduce_abort(m, rc, driver.name);
     goto exit;
   }
-  s.p = p;
-  s.rounds = blk_partners_rounds(p);
-  digits(&s);
   s.place = cfg ? cfg->place : NULL;
   /* Only a direct exchange's messages are whole for one receiver. */
-  rc = blk__reduce_run(m, a, p, a2a_round, &s, s.place && s.rounds == 1 ? &placing : &driver);
+  rc = blk__reduce_run(m, a, s.p, a2a_round, &s, s.place && s.rounds == 1 ? &placing : &driver);
 exit:
   for (int i = 0; s.blocks && i < nlocal; i++) end_block(m->cache, &s.blocks[i]);
-  blk_partners_destroy(p);
   return rc;
 }

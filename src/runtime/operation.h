@@ -68,7 +68,7 @@ typedef struct blk__kept {
   size_t bytes;
   void (*release)(void *mem);
 } blk__kept;
-#define BLK__KEPT_SLOTS 8
+#define BLK__KEPT_SLOTS 12
 
 /* Agreement keys are 0 .. log2(ranks) + 1; an operation's second agreement
  * adds BLK__AGREE_KEYS to them. */
