@@ -126,17 +126,17 @@ int blk__sched_init(blk__sched *s, blk__budget *budget, blk__pool *pool, blk__op
     if (!k->mem) return blk__fail(BLK_ENOMEM, "schedule: no memory for the estimates");
     s->costs = k->mem;
   }
-  /* The loads' wait for other ranks, learnt over the master's operations:
-   * where such waits keep running out, they stay short. */
-  static const char hold_owner = 0;
-  blk__kept *hk = blk__op_kept(o, &hold_owner, kept_free);
-  if (!hk->mem && (hk->mem = blk__malloc(sizeof *s->hold))) blk__hold_init(hk->mem);
-  s->hold = hk->mem; /* (NULL without memory: loads do not wait) */
+  /* What the master's operations taught (schedule.h); without memory to
+   * keep it, this operation starts afresh. */
+  static const char kept_owner = 0;
+  blk__kept *k = blk__op_kept(o, &kept_owner, kept_free);
+  if (!k->mem && (k->mem = blk__calloc(1, sizeof *s->kept)))
+    blk__hold_init(&((blk__sched_kept *)k->mem)->hold);
+  if (!k->mem) blk__hold_init(&s->own.hold);
+  s->kept = k->mem ? k->mem : &s->own;
   /* (No wait spans two operations; what the waits taught stays.) */
-  if (s->hold) {
-    s->hold->since = 0;
-    s->hold->expired = 0;
-  }
+  s->kept->hold.since = 0;
+  s->kept->hold.expired = 0;
   budget->future = future;
   budget->on_error = io_failed;
   budget->ctx = s;
@@ -269,7 +269,8 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
   void *arg = s->args[lid];
   int learning =
       c && (c->ns < 0 || c->ns * LONG_FACTOR * 4 > handoff || c->runs++ % TIME_EVERY == 0);
-  int depth = s->depth_first && (s->depth_ns * 4 >= DEPTH_NS || s->depth_skip++ % TIME_EVERY == 0);
+  blk__sched_kept *k = s->kept;
+  int depth = s->depth_first && (k->depth_ns * 4 >= DEPTH_NS || k->depth_skip++ % TIME_EVERY == 0);
   if (learning || depth) {
     int64_t start = blk__now_ns();
     s->run(arg);
@@ -279,7 +280,7 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
       c->pool_last = 0;
     }
     if (s->depth_first) {
-      s->depth_ns = ns;
+      k->depth_ns = ns;
       s->yield = ns >= DEPTH_NS;
     }
   } else {
@@ -314,10 +315,10 @@ void blk__hold_over(blk__hold *h) {
  * for another rank's message, as blk__hold_wait says, with the limit that
  * this block size's reads give (schedule.h). */
 static int hold_for(blk__sched *s, int v) {
-  if (!s->hold || !s->waits_elsewhere || !s->waits_elsewhere(s->future_ctx, v)) return 0;
+  if (!s->waits_elsewhere || !s->waits_elsewhere(s->future_ctx, v)) return 0;
   int64_t limit = BLK__SCHED_HOLD_LOADS * blk__budget_load_ns(s->budget);
   if (limit > BLK__SCHED_HOLD_NS) limit = BLK__SCHED_HOLD_NS;
-  return blk__hold_wait(s->hold, blk__now_ns(), limit);
+  return blk__hold_wait(&s->kept->hold, blk__now_ns(), limit);
 }
 
 /* The index in ready of the block to load when none is in memory: the one
@@ -424,7 +425,7 @@ void blk__sched_pump(blk__sched *s) {
       int v = blk__budget_sooner_victim(s->budget, lid, s->future(s->future_ctx, lid));
       if (v >= 0 && (s->running > 0 || hold_for(s, v))) break;
     } else {
-      if (s->hold) blk__hold_over(s->hold); /* a block in memory runs */
+      blk__hold_over(&s->kept->hold); /* a block in memory runs */
     }
     if (s->needs[lid]) {
       int rc = blk__budget_acquire(s->budget, lid);

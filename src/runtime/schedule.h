@@ -100,6 +100,16 @@ int blk__hold_wait(blk__hold *h, int64_t now_ns, int64_t limit_ns);
 /* A block in memory ran: the wait under way, if any, is over. */
 void blk__hold_over(blk__hold *h);
 
+/* What a master's scheduler keeps from one operation to the next: the
+ * loads' wait for other ranks, and depth_first's timing of the driver's
+ * runs (started afresh, an operation of one short callback timed every
+ * run: two clock reads, 3 % of a 1 KiB broadcast's profile). */
+typedef struct blk__sched_kept {
+  blk__hold hold;
+  int64_t depth_ns;    /* depth_first: the driver's last timed run */
+  unsigned depth_skip; /* depth_first: runs since, while they were short */
+} blk__sched_kept;
+
 struct blk__sched;
 typedef struct blk__task {
   struct blk__sched *s;
@@ -137,10 +147,8 @@ typedef struct blk__sched {
    * they are still in the cache, instead of every ready block running
    * before any message moves. */
   int depth_first;
-  int top_round;       /* depth_first: at least the latest round in ready, a hint */
-  int yield;           /* depth_first: the driver just ran a long task */
-  int64_t depth_ns;    /* depth_first: the driver's last timed run */
-  unsigned depth_skip; /* depth_first: runs since, while they were short */
+  int top_round; /* depth_first: at least the latest round in ready, a hint */
+  int yield;     /* depth_first: the driver just ran a long task */
   blk__task_kind kind;
   struct blk__task_costs *costs; /* the estimates, kept by the operation */
   /* Told of every load, eviction or hand-off that failed, on the driver
@@ -159,7 +167,8 @@ typedef struct blk__sched {
    * block, needed sooner than the one loaded, waits a while for the
    * message instead (see pump). NULL: never. */
   int (*waits_elsewhere)(void *ctx, int lid);
-  blk__hold *hold; /* kept by the master between operations */
+  blk__sched_kept *kept; /* the master's (or own, without memory for it) */
+  blk__sched_kept own;
 } blk__sched;
 
 /* A scheduler for the budget's blocks on pool, for one operation of o
