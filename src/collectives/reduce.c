@@ -246,11 +246,18 @@ static void advance(rstate *s, rblock *b, int round) {
     b->npending = 0;
     return;
   }
-  int nin = blk_partners_in(s->p, round, b->gid, NULL, 0);
-  int nout = blk_partners_out(s->p, round, b->gid, NULL, 0);
-  size_queues(b, nin, nout);
-  b->nin = blk_partners_in(s->p, round, b->gid, b->in_gids, nin);
-  b->nout = blk_partners_out(s->p, round, b->gid, b->out_gids, nout);
+  /* Into the arrays as they are; asked again only when they were too small
+   * (the partners' arithmetic is a few divisions a call, on the path of a
+   * kilobyte's operation). */
+  int nin = blk_partners_in(s->p, round, b->gid, b->in_gids, b->cap_in);
+  int nout = blk_partners_out(s->p, round, b->gid, b->out_gids, b->cap_out);
+  if (nin > b->cap_in || nout > b->cap_out) {
+    size_queues(b, nin, nout);
+    nin = blk_partners_in(s->p, round, b->gid, b->in_gids, nin);
+    nout = blk_partners_out(s->p, round, b->gid, b->out_gids, nout);
+  }
+  b->nin = nin;
+  b->nout = nout;
   for (int i = 0; i < b->nin; i++) {
     blk__buffer_release(&b->in[i]);
     blk__budget_drop_queue(&s->m->budget, &b->in_rec[i]);
