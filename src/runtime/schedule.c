@@ -418,9 +418,10 @@ void blk__sched_pump(blk__sched *s) {
     if (s->needs[lid] && s->ndone > 0 && !blk__budget_resident(s->budget, lid)) break;
     /* Nor load a block (a later group's, mostly) over one needed sooner
      * (the running group's, waiting for a callback on the pool to finish,
-     * or for another rank's message): wait for the pool instead, and load
-     * once what it ran has moved on. With two threads a swap of 64 blocks
-     * with 8 in memory loaded 164 where one thread loads 112. */
+     * or for another rank's message): wait for the pool, or a while for
+     * the message (hold_for), and load once what it ran has moved on. With
+     * two threads a swap of 64 blocks with 8 in memory loaded 164 where
+     * one thread loads 112. */
     if (ooc && s->needs[lid] && s->future && !blk__budget_resident(s->budget, lid)) {
       int v = blk__budget_sooner_victim(s->budget, lid, s->future(s->future_ctx, lid));
       if (v >= 0 && (s->running > 0 || hold_for(s, v))) break;
