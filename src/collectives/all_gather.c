@@ -34,7 +34,7 @@
 #include "base/settings.h"
 #include "blk/partners.h"
 #include "collectives/reduce_run.h"
-#include "patterns/partners_folded.h"
+#include "collectives/swap_partners.h"
 #include "runtime/callback.h"
 #include "runtime/proxy_state.h"
 
@@ -46,42 +46,6 @@ typedef struct gather {
   blk_gather_place_fn place; /* NULL: every result in blk's storage */
   void *user;
 } gather;
-
-/* The last call's partners, kept by the master (operation.h): made again
- * only when the block count or k changes, so that a call of small pieces
- * does not spend its time making them. */
-typedef struct gather_kept {
-  blk_partners *p; /* NULL: none yet */
-  int nblocks, k;
-} gather_kept;
-
-static void free_kept(void *mem) {
-  gather_kept *k = mem;
-  blk_partners_destroy(k->p);
-  free(k);
-}
-
-/* The swap partners of nblocks blocks for k, kept by the master (the
- * caller must not destroy them). */
-static int partners_of(blk_master *m, int nblocks, int k, const blk_partners **out) {
-  static const char owner = 0;
-  blk__kept *kept = blk__op_kept(&m->op, &owner, free_kept);
-  gather_kept *g = kept->mem;
-  if (!g && !(g = kept->mem = blk__calloc(1, sizeof *g)))
-    return blk__fail(BLK_ENOMEM, "all_gather: no memory to keep partners");
-  if (!g->p || g->nblocks != nblocks || g->k != k) {
-    blk_partners_destroy(g->p);
-    g->p = NULL;
-    blk_partners *made = NULL;
-    int rc = blk__partners_create_folding(&made, BLK_SWAP, nblocks, k, 1);
-    if (rc) return rc;
-    g->p = made;
-    g->nblocks = nblocks;
-    g->k = k;
-  }
-  *out = g->p;
-  return BLK_OK;
-}
 
 /* A run as it sits in a message: its piece count, sizes and bytes. */
 typedef struct run {
@@ -281,7 +245,9 @@ int blk_all_gather_with(blk_master *m, const blk_assigner *a, int k, blk_gather_
                    "all_gather: the config has version %u; this blk knows 1..%u (initialise it "
                    "with BLK_ALL_GATHER_CONFIG_INIT or blk_all_gather_config_init)",
                    cfg->version, BLK_ALL_GATHER_CONFIG_VERSION);
-  if (!rc) rc = partners_of(m, g.nblocks, k, &p);
+  static const char owner = 0;
+  int made = 0;
+  if (!rc) rc = blk__swap_partners_kept(m, &owner, g.nblocks, k, 1, &p, &made);
   if (rc) return blk__reduce_abort(m, rc, driver.name); /* the others may be under way */
   g.p = p;
   return blk__reduce_run(m, a, p, gather_round, &g, &driver);

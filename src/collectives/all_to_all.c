@@ -79,6 +79,7 @@
 #include "blk/partners.h"
 #include "blk/reduce.h"
 #include "collectives/reduce_run.h"
+#include "collectives/swap_partners.h"
 #include "master/master_state.h"
 #include "patterns/partners_folded.h"
 #include "runtime/callback.h"
@@ -145,13 +146,11 @@ typedef struct a2a {
 
 /* The per-block records, kept by the master between calls so that a call
  * of small messages does not spend its time in malloc (operation.h); and
- * the last call's partners with their digits, made again only when the
- * block count, k or the order changes. */
+ * the digits of the partners they were worked out for (swap_partners.h). */
 typedef struct a2a_kept {
   a2a_block *blocks;
   int cap;
-  blk_partners *p; /* NULL: none yet */
-  int nblocks, k, contiguous;
+  const blk_partners *digits_of; /* NULL: none yet */
   int fold, step[MAX_ROUNDS], radix[MAX_ROUNDS];
 } a2a_kept;
 
@@ -577,7 +576,6 @@ static void free_kept(void *mem) {
     blk__gid_map_free(&b->index);
   }
   free(k->blocks);
-  blk_partners_destroy(k->p);
   free(k);
 }
 
@@ -615,34 +613,26 @@ static void digits(a2a *s) {
   }
 }
 
-/* The swap partners of s's blocks for k and the order, with their digits in
- * s: the kept ones when they match, else made (and kept). */
-static int partners_of(a2a_kept *k, a2a *s, int contiguous) {
-  if (!k->p || k->nblocks != s->nblocks || k->k != s->k || k->contiguous != contiguous) {
-    blk_partners_destroy(k->p);
-    k->p = NULL;
-    blk_partners *made = NULL;
-    int rc = blk__partners_create_folding(&made, BLK_SWAP, s->nblocks, s->k, contiguous);
-    if (!rc && blk_partners_rounds(made) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
-      rc = blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(made));
-    if (rc) {
-      blk_partners_destroy(made);
-      return rc;
-    }
-    k->p = made;
-    s->p = k->p;
-    s->rounds = blk_partners_rounds(k->p);
+/* The swap partners of s's blocks for k and the order, kept by the
+ * master, with their digits in s: worked out when the partners are new. */
+static int partners_of(blk_master *m, a2a_kept *k, a2a *s, int contiguous) {
+  static const char owner = 0;
+  const blk_partners *p = NULL;
+  int made = 0;
+  int rc = blk__swap_partners_kept(m, &owner, s->nblocks, s->k, contiguous, &p, &made);
+  if (rc) return rc;
+  if (blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
+    return blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(p));
+  s->p = p;
+  s->rounds = blk_partners_rounds(p);
+  if (made || k->digits_of != p) {
     digits(s);
-    k->nblocks = s->nblocks;
-    k->k = s->k;
-    k->contiguous = contiguous;
+    k->digits_of = p;
     k->fold = s->fold;
     memcpy(k->step, s->step, sizeof k->step);
     memcpy(k->radix, s->radix, sizeof k->radix);
     return BLK_OK;
   }
-  s->p = k->p;
-  s->rounds = blk_partners_rounds(k->p);
   s->fold = k->fold;
   memcpy(s->step, k->step, sizeof s->step);
   memcpy(s->radix, k->radix, sizeof s->radix);
@@ -689,7 +679,7 @@ int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contigu
     rc = blk__fail(BLK_ENOMEM, "all_to_all: no memory for %d blocks", nlocal);
   if (!rc) {
     s.blocks = kept->blocks;
-    rc = partners_of(kept, &s, contiguous);
+    rc = partners_of(m, kept, &s, contiguous);
   }
   if (rc) { /* the other ranks may be under way: take part, failed */
     rc = blk__reduce_abort(m, rc, driver.name);
