@@ -225,6 +225,18 @@ static int save_block(blk_buffer *out, const void *data, int gid, void *user) {
   return blk_buffer_write(out, bl->v, b->n * sizeof *bl->v);
 }
 
+/* Going out (destroy follows): the floats' memory itself, no copy. */
+static int evict_block(blk_buffer *out, void *data, int gid, void *user) {
+  (void)gid;
+  const bench *b = user;
+  block *bl = data;
+  const size_t bytes = b->n * sizeof *bl->v;
+  if (!bl->v || !bytes) return save_block(out, data, gid, user);
+  blk_buffer_adopt(out, bl->v, bytes, bytes);
+  bl->v = NULL;
+  return 0;
+}
+
 /* Takes the buffer's memory, where the floats already are, rather than copy
  * them (master.h allows it; nothing can fail after the take). */
 static int load_block(void *data, blk_buffer *in, int gid, void *user) {
@@ -284,6 +296,7 @@ static blk_master *empty_master(bench *b, int mem_blocks, const char *trace) {
   mc.destroy = destroy_block;
   mc.save = save_block;
   mc.load = load_block;
+  mc.evict = evict_block;
   mc.user = b;
   mc.mem_blocks = mem_blocks;
   mc.compression_level = b->o.level;

@@ -10,10 +10,11 @@
  *    which block owns any point (point_coords widens it to doubles for the
  *    decomposer's calls; blk_router_cpoints_out_float routes the floats).
  *  - point_block: a block's points, a growable array (point_block_reserve).
- *    points_configure puts its create, destroy, save and load callbacks into
- *    a master's config; out-of-core, save writes the points and load reads
- *    them back (the points in flight sit in blk's queues, which blk swaps
- *    with their block).
+ *    points_configure puts its create, destroy, save, evict and load
+ *    callbacks into a master's config; out-of-core, evict hands over the
+ *    points (save copies them, for a checkpoint) and load takes them back
+ *    (the points in flight sit in blk's queues, which blk swaps with their
+ *    block).
  *  - points_setup: the problem (decomposer, seed, points per block) and its
  *    serial reference, computed on every rank by points_setup_init: how many
  *    points each block must end with, and the sums of the ids and of a hash
@@ -124,6 +125,20 @@ static inline int point_block_save(blk_buffer *out, const void *block, int gid, 
   return blk_buffer_write(out, b->pts, b->n * sizeof(point));
 }
 
+/* ... and when the block goes out (destroy follows), the points' memory
+ * itself, which load then takes back: a block crosses storage with no copy
+ * of its own. */
+static inline int point_block_evict(blk_buffer *out, void *block, int gid, void *user) {
+  (void)gid;
+  (void)user;
+  point_block *b = block;
+  if (!b->pts) return 0;
+  blk_buffer_adopt(out, b->pts, b->n * sizeof(point), b->cap * sizeof(point));
+  b->pts = NULL;
+  b->n = b->cap = 0;
+  return 0;
+}
+
 static inline int point_block_load(void *block, blk_buffer *in, int gid, void *user) {
   (void)gid;
   (void)user;
@@ -150,6 +165,7 @@ static inline void points_configure(blk_master_config *mc) {
   mc->destroy = point_block_destroy;
   mc->save = point_block_save;
   mc->load = point_block_load;
+  mc->evict = point_block_evict;
   mc->shuffle = sizeof(float); /* a point is a uint32_t and floats */
 }
 

@@ -54,6 +54,14 @@ typedef int (*blk_block_create_fn)(void **block, int gid, void *user);
 typedef void (*blk_block_destroy_fn)(void *block, int gid, void *user);
 /* Writes everything needed to rebuild the block into out (out-of-core). */
 typedef int (*blk_block_save_fn)(blk_buffer *out, const void *block, int gid, void *user);
+/* Out-of-core, optional: save for a block that blk destroys right after,
+ * to swap it out. It writes into out what save would, but may move the
+ * block's memory there with blk_buffer_adopt() instead of copying it (the
+ * memory must come from malloc; destroy must then not free it: leave the
+ * block without it). It must not fail after moving memory out of the block
+ * (blk keeps a block whose save failed in memory, as it is). Checkpoints
+ * and other saves still call save. NULL: save. */
+typedef int (*blk_block_evict_fn)(blk_buffer *out, void *block, int gid, void *user);
 /* Fills a block fresh from create with what save wrote. `in` owns its memory,
  * with the saved bytes at its start: load may take that memory with
  * blk_buffer_detach() instead of copying the bytes, but must not fail after
@@ -130,12 +138,14 @@ typedef struct blk_master_config {
   const char *trace; /* a timeline of the run, trace-event JSON; NULL: $BLK_TRACE, or none */
   /* Version 4: */
   blk_block_create_at_fn create_at; /* decompose's create, with the block's bounds and links */
+  /* Version 5: */
+  blk_block_evict_fn evict; /* out-of-core: save that may move the block's memory; NULL: save */
 } blk_master_config;
 
 /* The layout of blk_master_config in this header: 2 added tuning, 3 added
- * trace, 4 create_at (a config of an older version is read without them,
- * as NULL). */
-#define BLK_MASTER_CONFIG_VERSION 4u
+ * trace, 4 create_at, 5 evict (a config of an older version is read without
+ * them, as NULL). */
+#define BLK_MASTER_CONFIG_VERSION 5u
 
 /* create_at: what blk_master_decompose calls, when set, instead of create,
  * with the block's gid, bounds and links (blk_block_info), so a block can
@@ -196,7 +206,7 @@ typedef struct blk_master_config {
 #define BLK_MASTER_CONFIG_INIT                                                                   \
   {                                                                                              \
     BLK_MASTER_CONFIG_VERSION, BLK_THREADS_AUTO, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, \
-        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL, NULL, NULL                 \
+        0, 0, 8, 4096, NULL, NULL, BLK_LOG_DEFAULT, NULL, NULL, NULL, NULL, NULL, NULL           \
   }
 
 /* Sets *cfg to the defaults of layout version (BLK_MASTER_CONFIG_VERSION

@@ -50,7 +50,8 @@ static size_t cache_bytes(const blk_master_config *cfg) {
  * ever go at the end). */
 static const size_t config_bytes[BLK_MASTER_CONFIG_VERSION + 1] = {
     0, offsetof(blk_master_config, tuning), offsetof(blk_master_config, trace),
-    offsetof(blk_master_config, create_at), sizeof(blk_master_config)};
+    offsetof(blk_master_config, create_at), offsetof(blk_master_config, evict),
+    sizeof(blk_master_config)};
 
 /* The most bytes a tuning file may have (blk-tune writes a few hundred
  * lines). */
@@ -278,7 +279,8 @@ int blk_master_create(blk_master **out, MPI_Comm comm, const blk_master_config *
                                 trace ? blk__trace_file_trace(trace) : NULL};
     int size = 1;
     MPI_Comm_size(comm, &size);
-    blk__block_fns fns = {cfg->create, cfg->destroy, cfg->save, cfg->load, cfg->size, cfg->user};
+    blk__block_fns fns = {cfg->create, cfg->destroy, cfg->save,  cfg->load,
+                          cfg->size,   cfg->user,    cfg->evict};
     blk__table_init(&m->table, &fns, size);
     blk__values_clear(&m->results);
     if (blk__buffer_cache_create(&m->cache, CACHE_SLOTS, cache_bytes(cfg)))

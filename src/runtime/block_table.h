@@ -75,6 +75,7 @@ typedef struct blk__block_fns {
   int (*load)(void *block, blk_buffer *in, int gid, void *user);
   size_t (*size)(const void *block, int gid, void *user);
   void *user;
+  int (*evict)(blk_buffer *out, void *block, int gid, void *user); /* NULL: save */
 } blk__block_fns;
 
 typedef struct blk__table {

@@ -252,10 +252,12 @@ static int evict(blk__budget *b, int lid) {
   const blk__block_fns *fns = &b->table->fns;
   blk__block *blk = blk__table_at(b->table, lid);
   blk_buffer saved = BLK_BUFFER_INIT;
-  int rc = fns->save(&saved, blk->data, blk->gid, fns->user);
+  /* evict may move the block's memory into saved: destroy follows. */
+  int rc = fns->evict ? fns->evict(&saved, blk->data, blk->gid, fns->user)
+                      : fns->save(&saved, blk->data, blk->gid, fns->user);
   if (rc || saved.error) {
-    rc = blk__fail(BLK_ECALLBACK, "budget: the save callback failed for gid %d (code %d)", blk->gid,
-                   rc ? rc : saved.error);
+    rc = blk__fail(BLK_ECALLBACK, "budget: the %s callback failed for gid %d (code %d)",
+                   fns->evict ? "evict" : "save", blk->gid, rc ? rc : saved.error);
     blk_buffer_free(&saved);
     return rc;
   }
