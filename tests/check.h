@@ -139,6 +139,29 @@ static inline blk_master_config check_master_config(int threads, int mem_blocks,
 }
 #endif
 
+/* The options of an out-of-core test: --threads T (default 1), --mem-blocks
+ * M (required, at least 1) and --spill-in-memory; anything else stops the
+ * test. */
+typedef struct check_ooc_options {
+  int threads, mem_blocks, in_memory;
+} check_ooc_options;
+
+static inline check_ooc_options check_ooc_parse(int argc, char **argv) {
+  check_ooc_options o = {1, 0, 0};
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+      o.threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--mem-blocks") && i + 1 < argc)
+      o.mem_blocks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--spill-in-memory"))
+      o.in_memory = 1;
+    else
+      CHECK_MSG(0, "unknown option %s", argv[i]);
+  }
+  CHECK_MSG(o.mem_blocks > 0, "--mem-blocks M (at least 1) is required");
+  return o;
+}
+
 /* Out-of-core: the master never held more blocks than its budget, and with
  * more local blocks than the budget it really swapped. Include blk.h first. */
 #ifdef BLK_MASTER_H

@@ -79,18 +79,8 @@ static blk_master_stats stats(const blk_master *m) {
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  int threads = 1, mem_blocks = 0, in_memory = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-      threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--mem-blocks") && i + 1 < argc)
-      mem_blocks = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--spill-in-memory"))
-      in_memory = 1;
-    else
-      CHECK_MSG(0, "unknown option %s", argv[i]);
-  }
-  CHECK_MSG(mem_blocks > 0, "--mem-blocks M (at least 1) is required");
+  const check_ooc_options opt = check_ooc_parse(argc, argv);
+  const int threads = opt.threads, mem_blocks = opt.mem_blocks, in_memory = opt.in_memory;
   int size, rank;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
