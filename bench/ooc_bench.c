@@ -70,6 +70,10 @@
  * queues, from the stats' raw byte counts): moved far above the floor means too many moves; OOC far
  * above in-core + moved means the moves are not overlapped (the pipeline). Loads and evictions are
  * the stats' block counts during the operation (median over repetitions, the largest rank).
+ * "CPU busy" is the CPU time every rank's threads used in the operation (getrusage: the driver,
+ * the callback and the I/O threads) over its time times the processors of the ranks' nodes, the
+ * median over repetitions: near 100 %, the operation is out of processors, and only less work
+ * (fewer moves, a cheaper codec) makes it faster; well below, something waits.
  *
  *   mpiexec -n 1 blk-ooc-bench [--fraction 1/2,1/4,1/8,one] [--patterns LIST]
  *       [--blocks 64] [--bytes 512K] [--data smooth|random] [--compression 1|none|auto]
@@ -91,6 +95,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 
@@ -541,11 +547,42 @@ static void reference_sums(bench *b) {
 
 /* ----------------------------------------------------------------- timing */
 
-static double timed(bench *b, blk_master *m) {
+/* The CPU seconds all of this process's threads have used (user and
+ * system): the driver, the callback threads and the I/O threads. */
+static double cpu_seconds(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0.0;
+  return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+         (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* The processors of the nodes the ranks run on (each node's once):
+ * sysconf's online count, shared out among the ranks of a node. */
+static double node_processors(void) {
+  MPI_Comm node;
+  int here = 1;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &here);
+  MPI_Comm_free(&node);
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  double share = (double)(online > 0 ? online : 1) / here, all = 0.0;
+  MPI_Allreduce(&share, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return all;
+}
+
+/* The operation's time, the slowest rank's; *busy (may be NULL) gets the
+ * CPU seconds every rank's threads used in it over the time the nodes'
+ * processors had (1: every processor busy throughout). */
+static double timed(bench *b, blk_master *m, double *busy) {
   MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
+  double c0 = cpu_seconds(), t0 = MPI_Wtime();
   run_pattern(b, m);
-  return max_over_ranks(MPI_Wtime() - t0);
+  double t = max_over_ranks(MPI_Wtime() - t0), used = cpu_seconds() - c0, all = 0.0;
+  if (busy) {
+    MPI_Allreduce(&used, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    *busy = t > 0 ? all / (t * node_processors()) : 0.0;
+  }
+  return t;
 }
 
 /* Time per raw byte of each stage, from a pass with one block in memory. */
@@ -633,7 +670,7 @@ static void run_one(bench *b, blk_master *in_core, const costs *start) {
   int R = b->o.reps, B = b->o.blocks;
   for (int r = 0; r < R; r++) {
     check_rc(b, blk_master_foreach(in_core, init_block, b), "foreach (init)");
-    t[r] = timed(b, in_core);
+    t[r] = timed(b, in_core, NULL);
     check_result(b, in_core, r == R - 1 ? KEEP : REFERENCE_ONLY);
   }
   double t_in = median(t, R);
@@ -658,12 +695,12 @@ static void run_one(bench *b, blk_master *in_core, const costs *start) {
     int same =
         b->pattern != ALL_REDUCE || blk_arrays_all_reduce_algorithm(m, b->a, &spec) ==
                                         blk_arrays_all_reduce_algorithm(in_core, b->a, &spec);
-    double loads[MAX_REPS], evictions[MAX_REPS], moved[MAX_REPS];
+    double loads[MAX_REPS], evictions[MAX_REPS], moved[MAX_REPS], busy[MAX_REPS];
     for (int r = 0; r < R; r++) {
       check_rc(b, blk_master_foreach(m, init_block, b), "foreach (init)");
       blk_master_stats s0, s1;
       blk_master_stats_get(m, &s0);
-      t[r] = timed(b, m);
+      t[r] = timed(b, m, &busy[r]);
       blk_master_stats_get(m, &s1);
       loads[r] = (double)(s1.loads - s0.loads);
       evictions[r] = (double)(s1.evictions - s0.evictions);
@@ -691,9 +728,9 @@ static void run_one(bench *b, blk_master *in_core, const costs *start) {
     if (b->rank == 0) {
       printf(
           "| %s | %s | %.4f | %.4f | %.0f | %.0f | %d | %.4f | %.4f / %.4f | %.4f | %.2f | %.2f "
-          "|\n",
+          "| %.0f %% |\n",
           pattern_names[b->pattern], frac, t_in, t_ooc, nl, ne, p, floor, floor_start, floor_end,
-          mv, t_ooc / t_in, t_ooc / (t_in + floor));
+          mv, t_ooc / t_in, t_ooc / (t_in + floor), 100.0 * median(busy, R));
       fflush(stdout);
     }
   }
@@ -918,8 +955,9 @@ int main(int argc, char **argv) {
         1e-6 / c.encode, 1e-6 / c.write, 1e-6 / c.read, 1e-6 / c.decode, c.ratio, in_alg, ooc_alg);
     printf(
         "| pattern | in memory (M) | in-core s | out-of-core s | loads | evictions | passes | "
-        "floor s | floor at start / end s | moved s | OOC/in-core | OOC/(in-core+floor) |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "floor s | floor at start / end s | moved s | OOC/in-core | OOC/(in-core+floor) | "
+        "CPU busy |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     fflush(stdout);
   }
   blk_master *in_core = make_master(&b, 0, NULL);
