@@ -9,6 +9,13 @@
  * bound is never below n, so they fit) and the format says RAW. `out`'s
  * size moves only on success.
  *
+ * Planes (codec.h): after the shuffle, each plane's middle SAMPLE bytes are
+ * compressed first, into `out` where the plane's frame would go; a plane
+ * whose sample is not PLANE_RATIO times smaller is copied raw, the rest
+ * compressed whole (and copied raw after all when that did not pay). A
+ * sample costs a thirty-second of a 1 MiB plane's compression, against
+ * the whole compression a plane of noise would cost.
+ *
  * Decode: the format is checked first (reserved bits, method, element size),
  * then sizes: a RAW encoding must be exactly raw_size bytes; a zstd frame
  * that declares its content size must declare raw_size. The frame is then
@@ -22,8 +29,9 @@
  * grows, to the largest shuffled size seen; its contents carry nothing from
  * one call to the next. cctx and dctx exist for the codec's whole life.
  *
- * Cost: encode is one shuffle pass (if any) plus zstd at the chosen level;
- * decode is zstd plus one unshuffle pass. Memory: the two zstd contexts
+ * Cost: encode is one shuffle pass (if any) plus zstd at the chosen level
+ * (planes: on the planes that compress, plus the samples); decode is zstd
+ * (or a copy, for a raw plane) plus one unshuffle pass. Memory: the two zstd contexts
  * (a few MiB at low levels once used), scratch up to the largest shuffled
  * block, and transiently ZSTD_compressBound(n) bytes in `out`.
  * Locking: none; one codec per thread.
@@ -111,6 +119,63 @@ const char *blk__codec_zstd_version(void) {
   return ZSTD_versionString();
 }
 
+/* Planes: a sample of this many bytes from the middle of a plane decides
+ * whether it is compressed, which it is when the sample is PLANE_RATIO
+ * times smaller (the storage's rule for a whole record). */
+#define SAMPLE ((size_t)32 << 10)
+#define PLANE_RATIO 1.1
+#define PLANE_ZSTD 0x80000000u /* a plane word's flag: a zstd frame */
+
+static void store_le32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t load_le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Whether the shuffled bytes of n go plane by plane at element size es. */
+static int by_planes(size_t n, size_t es) {
+  return es >= 2 && es <= BLK__CODEC_PLANES_MAX && n / es >= BLK__CODEC_PLANE_MIN &&
+         n / es < PLANE_ZSTD;
+}
+
+/* zstd's frame of src[0, n) at dst (room for bound bytes), or an error. */
+static int compress(blk__codec *c, unsigned char *dst, size_t bound, const unsigned char *src,
+                    size_t n, size_t *csize) {
+  *csize = ZSTD_compressCCtx(c->cctx, dst, bound, src, n, c->level);
+  if (!ZSTD_isError(*csize)) return 0;
+  int code = ZSTD_getErrorCode(*csize) == ZSTD_error_memory_allocation ? BLK_ENOMEM : BLK_EINVAL;
+  return blk__fail(code, "codec: zstd compression of %zu bytes at level %d: %s", n, c->level,
+                   ZSTD_getErrorName(*csize));
+}
+
+/* Writes the planes of the shuffled src[0, n) at dst (room for their words
+ * and bounds) and returns their size in *size. */
+static int encode_planes(blk__codec *c, unsigned char *dst, const unsigned char *src, size_t n,
+                         size_t es, size_t *size) {
+  const size_t plane = n / es, tail = n % es, bound = ZSTD_compressBound(plane);
+  unsigned char *at = dst + 4 * es;
+  for (size_t j = 0; j < es; j++) {
+    const unsigned char *from = src + j * plane;
+    size_t csize = 0, s = plane < SAMPLE ? plane : SAMPLE;
+    int rc = compress(c, at, bound, from + (plane - s) / 2, s, &csize);
+    if (rc) return rc;
+    uint32_t word = (uint32_t)plane;
+    if ((double)csize * PLANE_RATIO <= (double)s) {
+      rc = compress(c, at, bound, from, plane, &csize);
+      if (rc) return rc;
+      if ((double)csize * PLANE_RATIO <= (double)plane) word = (uint32_t)csize | PLANE_ZSTD;
+    }
+    if (!(word & PLANE_ZSTD)) blk__copy(at, from, plane);
+    store_le32(dst + 4 * j, word);
+    at += word & ~PLANE_ZSTD;
+  }
+  blk__copy(at, src + es * plane, tail);
+  *size = (size_t)(at + tail - dst);
+  return 0;
+}
+
 int blk__codec_encode(blk__codec *c, blk_buffer *out, const void *raw, size_t n, size_t elem_size,
                       uint32_t *format) {
   int rc = 0;
@@ -140,33 +205,94 @@ int blk__codec_encode(blk__codec *c, blk_buffer *out, const void *raw, size_t n,
     blk__shuffle(c->scratch, raw, n, es);
     src = c->scratch;
   }
-  size_t bound = ZSTD_compressBound(n);
-  if (ZSTD_isError(bound) || bound < n) {
+  const int planes = by_planes(n, es);
+  size_t bound = ZSTD_compressBound(planes ? n / es : n);
+  if (ZSTD_isError(bound) || bound < n / (planes ? es : 1)) {
     rc = blk__fail(BLK_EINVAL, "codec: %zu bytes is more than zstd can compress in one frame", n);
     goto fail;
   }
-  rc = blk_buffer_reserve(out, bound);
+  /* (Planes: es words, es frames of at most bound bytes, the tail: never
+   * less than n.) */
+  rc = blk_buffer_reserve(out, planes ? 4 * es + es * bound + n % es : bound);
   if (rc) goto fail;
   unsigned char *dst = out->data + out->size;
-  size_t csize = ZSTD_compressCCtx(c->cctx, dst, bound, src, n, c->level);
-  if (ZSTD_isError(csize)) {
-    int code = ZSTD_getErrorCode(csize) == ZSTD_error_memory_allocation ? BLK_ENOMEM : BLK_EINVAL;
-    rc = blk__fail(code, "codec: zstd compression of %zu bytes at level %d: %s", n, c->level,
-                   ZSTD_getErrorName(csize));
-    goto fail;
-  }
+  size_t csize = 0;
+  rc = planes ? encode_planes(c, dst, src, n, es, &csize) : compress(c, dst, bound, src, n, &csize);
+  if (rc) goto fail;
   if (csize >= n) {
-    blk__copy(dst, raw, n); /* fits: bound >= n */
+    blk__copy(dst, raw, n); /* fits: what was reserved is at least n */
     out->size += n;
     *format = BLK__CODEC_RAW;
   } else {
     out->size += csize;
-    *format = BLK__CODEC_ZSTD | (uint32_t)es << BLK__CODEC_ELEM_SHIFT;
+    *format = (planes ? BLK__CODEC_PLANES : BLK__CODEC_ZSTD) | (uint32_t)es << BLK__CODEC_ELEM_SHIFT;
   }
   return 0;
 fail:
   *format = 0;
   return rc;
+}
+
+/* One zstd frame enc[0, enc_size) into exactly dst[0, n). */
+static int decompress(blk__codec *c, unsigned char *dst, size_t n, const unsigned char *enc,
+                      size_t enc_size) {
+  unsigned long long declared = ZSTD_getFrameContentSize(enc, enc_size);
+  if (declared != ZSTD_CONTENTSIZE_ERROR && declared != ZSTD_CONTENTSIZE_UNKNOWN &&
+      declared != (unsigned long long)n)
+    return blk__fail(BLK_ECORRUPT, "codec: zstd frame of %zu bytes holds %llu bytes, expected %zu",
+                     enc_size, declared, n);
+  size_t got = ZSTD_decompressDCtx(c->dctx, dst, n, enc, enc_size);
+  if (ZSTD_isError(got))
+    return blk__fail(BLK_ECORRUPT, "codec: zstd frame of %zu bytes, expected to hold %zu: %s",
+                     enc_size, n, ZSTD_getErrorName(got));
+  if (got != n)
+    return blk__fail(BLK_ECORRUPT,
+                     "codec: zstd frame of %zu bytes decoded to %zu bytes, expected %zu", enc_size,
+                     got, n);
+  return 0;
+}
+
+/* A PLANES encoding (codec.h) into raw[0, raw_size); every size is checked
+ * against what is left before it is read. */
+static int decode_planes(blk__codec *c, void *raw, size_t raw_size, const unsigned char *enc,
+                         size_t enc_size, uint32_t format) {
+  const size_t es = BLK__CODEC_FORMAT_ELEM(format);
+  if (es < 2 || es > BLK__CODEC_PLANES_MAX)
+    return blk__fail(BLK_ECORRUPT, "codec: format 0x%08x: planes of element size %zu", format, es);
+  const size_t plane = raw_size / es, tail = raw_size % es;
+  if (plane == 0 || plane >= PLANE_ZSTD || enc_size < 4 * es)
+    return blk__fail(BLK_ECORRUPT, "codec: %zu bytes of planes for %zu bytes of element size %zu",
+                     enc_size, raw_size, es);
+  int rc = scratch_reserve(c, raw_size);
+  if (rc) return rc;
+  const unsigned char *at = enc + 4 * es;
+  size_t left = enc_size - 4 * es;
+  for (size_t j = 0; j < es; j++) {
+    uint32_t word = load_le32(enc + 4 * j);
+    size_t size = word & ~PLANE_ZSTD;
+    unsigned char *to = c->scratch + j * plane;
+    if (size > left)
+      return blk__fail(BLK_ECORRUPT, "codec: plane %zu claims %zu bytes, %zu are left", j, size,
+                       left);
+    if (word & PLANE_ZSTD) {
+      if (size == 0)
+        return blk__fail(BLK_ECORRUPT, "codec: plane %zu is a zstd frame of 0 bytes", j);
+      rc = decompress(c, to, plane, at, size);
+      if (rc) return rc;
+    } else if (size != plane) {
+      return blk__fail(BLK_ECORRUPT, "codec: raw plane %zu of %zu bytes, expected %zu", j, size,
+                       plane);
+    } else {
+      blk__copy(to, at, plane);
+    }
+    at += size;
+    left -= size;
+  }
+  if (left != tail)
+    return blk__fail(BLK_ECORRUPT, "codec: %zu bytes after the planes, expected %zu", left, tail);
+  blk__copy(c->scratch + es * plane, at, tail);
+  blk__unshuffle(raw, c->scratch, raw_size, es);
+  return 0;
 }
 
 int blk__codec_decode(blk__codec *c, void *raw, size_t raw_size, const void *enc, size_t enc_size,
@@ -202,6 +328,11 @@ int blk__codec_decode(blk__codec *c, void *raw, size_t raw_size, const void *enc
     blk__copy(raw, enc, raw_size);
     return 0;
   }
+  if (method == BLK__CODEC_PLANES) {
+    rc = decode_planes(c, raw, raw_size, enc, enc_size, format);
+    if (rc) goto fail;
+    return 0;
+  }
   if (method != BLK__CODEC_ZSTD) {
     rc = blk__fail(BLK_ECORRUPT, "codec: format 0x%08x: unknown method %u", format, method);
     goto fail;
@@ -215,32 +346,15 @@ int blk__codec_decode(blk__codec *c, void *raw, size_t raw_size, const void *enc
     rc = blk__fail(BLK_ECORRUPT, "codec: zstd frame of 0 bytes, expected to hold %zu", raw_size);
     goto fail;
   }
-  unsigned long long declared = ZSTD_getFrameContentSize(enc, enc_size);
-  if (declared != ZSTD_CONTENTSIZE_ERROR && declared != ZSTD_CONTENTSIZE_UNKNOWN &&
-      declared != (unsigned long long)raw_size) {
-    rc = blk__fail(BLK_ECORRUPT, "codec: zstd frame of %zu bytes holds %llu bytes, expected %zu",
-                   enc_size, declared, raw_size);
-    goto fail;
-  }
   unsigned char none;
-  void *dst = raw_size ? raw : &none;
+  unsigned char *dst = raw_size ? raw : &none;
   if (es && raw_size) {
     rc = scratch_reserve(c, raw_size);
     if (rc) goto fail;
     dst = c->scratch;
   }
-  size_t got = ZSTD_decompressDCtx(c->dctx, dst, raw_size, enc, enc_size);
-  if (ZSTD_isError(got)) {
-    rc = blk__fail(BLK_ECORRUPT, "codec: zstd frame of %zu bytes, expected to hold %zu: %s",
-                   enc_size, raw_size, ZSTD_getErrorName(got));
-    goto fail;
-  }
-  if (got != raw_size) {
-    rc =
-        blk__fail(BLK_ECORRUPT, "codec: zstd frame of %zu bytes decoded to %zu bytes, expected %zu",
-                  enc_size, got, raw_size);
-    goto fail;
-  }
+  rc = decompress(c, dst, raw_size, enc, enc_size);
+  if (rc) goto fail;
   if (es && raw_size) blk__unshuffle(raw, c->scratch, raw_size, es);
   return 0;
 fail:

@@ -43,21 +43,41 @@
 #define BLK__CODEC_DEFAULT_ELEM 8
 
 /* The format word of an encoding (a uint32_t):
- *   bits 0..3   method: BLK__CODEC_RAW (the raw bytes, as they are) or
- *               BLK__CODEC_ZSTD (one zstd frame);
+ *   bits 0..3   method: BLK__CODEC_RAW (the raw bytes, as they are),
+ *               BLK__CODEC_ZSTD (one zstd frame) or BLK__CODEC_PLANES (the
+ *               shuffled bytes plane by plane, below);
  *   bits 8..23  the shuffle element size: 0 for no shuffle, otherwise 2 to
- *               BLK__CODEC_ELEM_MAX; only with BLK__CODEC_ZSTD;
+ *               BLK__CODEC_ELEM_MAX; only with BLK__CODEC_ZSTD, and always
+ *               (2 to BLK__CODEC_PLANES_MAX) with BLK__CODEC_PLANES;
  *   other bits  reserved, 0.
- * Encode only produces RAW with element size 0, and ZSTD with element size 0
- * or 2..BLK__CODEC_ELEM_MAX; decode rejects anything else as corrupt. */
+ * Encode only produces RAW with element size 0, ZSTD with element size 0 or
+ * 2..BLK__CODEC_ELEM_MAX, and PLANES with 2..BLK__CODEC_PLANES_MAX; decode
+ * rejects anything else as corrupt.
+ *
+ * PLANES: after the shuffle, each of the e byte planes (byte j of every
+ * element, n / e bytes) is a zstd frame of its own, or stays raw when a
+ * sample of it does not compress. The low mantissa bytes of floats are
+ * noise: zstd spent most of its time on them, for a few per cent
+ * (docs/compression.md). The encoding is e little-endian u32 words, one
+ * per plane (bit 31: a zstd frame, else raw; bits 0..30: its size, the
+ * plane's own when raw), then the planes' bytes in order, then the last
+ * n % e bytes as they are. Encode uses it for element sizes up to
+ * BLK__CODEC_PLANES_MAX whose planes hold at least BLK__CODEC_PLANE_MIN
+ * bytes (and fewer than 2^31). */
 #define BLK__CODEC_RAW 0x0u
 #define BLK__CODEC_ZSTD 0x1u
+#define BLK__CODEC_PLANES 0x2u
+#define BLK__CODEC_PLANES_MAX 16
+#define BLK__CODEC_PLANE_MIN ((size_t)64 << 10)
 #define BLK__CODEC_METHOD_MASK 0xFu
 #define BLK__CODEC_ELEM_SHIFT 8
 #define BLK__CODEC_ELEM_MAX 0xFFFFu
 #define BLK__CODEC_ELEM_MASK (BLK__CODEC_ELEM_MAX << BLK__CODEC_ELEM_SHIFT)
 #define BLK__CODEC_FORMAT_METHOD(f) ((uint32_t)(f)&BLK__CODEC_METHOD_MASK)
 #define BLK__CODEC_FORMAT_ELEM(f) (((uint32_t)(f)&BLK__CODEC_ELEM_MASK) >> BLK__CODEC_ELEM_SHIFT)
+/* Whether an encoding of this format went through zstd (in whole or part). */
+#define BLK__CODEC_FORMAT_COMPRESSED(f) \
+  (BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_ZSTD || BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_PLANES)
 
 typedef struct blk__codec blk__codec;
 
@@ -77,12 +97,13 @@ int blk__codec_level(const blk__codec *c);
 /* Appends the encoding of raw[0, n) to `out` (after what it holds) and sets
  * *format. With elem_size >= 2 the bytes are shuffled by elements of that
  * size before compression (elem_size 0 or 1: no shuffle; fewer than two
- * whole elements are not worth shuffling and are not). If the zstd frame
- * would not be smaller than n, or the codec stores, the raw bytes are
- * appended instead and the format says BLK__CODEC_RAW, so an encoding is
+ * whole elements are not worth shuffling and are not), and compressed plane
+ * by plane where the planes are large enough (PLANES, above). If the
+ * encoding would not be smaller than n, or the codec stores, the raw bytes
+ * are appended instead and the format says BLK__CODEC_RAW, so an encoding is
  * never larger than n. `raw` may be NULL when n is 0, and must not point
  * into `out`. Up to ZSTD_compressBound(n) bytes of `out` are reserved while
- * encoding.
+ * encoding (PLANES: the planes' bounds and their words).
  * Returns 0; BLK_EINVAL for elem_size > BLK__CODEC_ELEM_MAX or n too large
  * for zstd; BLK_ENOMEM (growing `out`, the scratch buffer, or inside zstd);
  * or `out`'s sticky error. On failure `out` keeps its earlier contents (its

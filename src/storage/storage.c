@@ -990,7 +990,7 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
     }
     const size_t enc = b->size - prefix - HEADER_SIZE;
     const int pays =
-        BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && (double)enc * RATIO_MIN <= (double)n;
+        BLK__CODEC_FORMAT_COMPRESSED(format) && (double)enc * RATIO_MIN <= (double)n;
     if (!pays) {
       /* Stored raw: a file takes the caller's bytes as they are (below);
        * memory needs them behind the header. The codec reserved
@@ -1014,7 +1014,7 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
       goto done;
     }
   }
-  const int compressed = BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD;
+  const int compressed = BLK__CODEC_FORMAT_COMPRESSED(format);
   unsigned char *bytes = b->data + prefix;
   /* What follows the header: the frame or, in memory, the copy in b; raw
    * bytes bound for a file are written from where the caller has them. */
@@ -1300,7 +1300,7 @@ done:
       if (rec->stored > HEADER_SIZE && (clean_read || first))
         rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
     }
-    if (BLK__CODEC_FORMAT_METHOD(format) == BLK__CODEC_ZSTD && rec->raw > 0 &&
+    if (BLK__CODEC_FORMAT_COMPRESSED(format) && rec->raw > 0 &&
         (clean_decode || s->dec.n == 0))
       rate_add(&s->dec, sec_decode, (double)rec->raw);
   }

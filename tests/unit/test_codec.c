@@ -1,7 +1,8 @@
 /* test_codec: shuffle + zstd encoding. Round trips of every awkward size and
  * shape of data at several levels, raw storage of what does not compress,
- * the format word, and corrupt input (a flipped byte, truncation, a wrong
- * size, bad format bits) reported as BLK_ECORRUPT, never a crash. */
+ * the format word, planes compressed or kept raw one by one, and corrupt
+ * input (a flipped byte, truncation, a wrong size, bad format bits, plane
+ * words that lie) reported as BLK_ECORRUPT, never a crash. */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -43,6 +44,13 @@ static void fill_random_f32(float *v, size_t count) {
   for (size_t i = 0; i < count; i++) v[i] = (float)((double)(rand64() >> 11) / 9007199254740992.0);
 }
 
+/* The format a compressed encoding of n bytes shuffled by es has. */
+static uint32_t compressed_format(size_t n, size_t es) {
+  size_t e = es >= 2 && n / es >= 2 ? es : 0;
+  int planes = e && e <= BLK__CODEC_PLANES_MAX && n / e >= BLK__CODEC_PLANE_MIN;
+  return (planes ? BLK__CODEC_PLANES : BLK__CODEC_ZSTD) | (uint32_t)e << BLK__CODEC_ELEM_SHIFT;
+}
+
 /* Encodes raw[0, n) after a prefix already in the buffer, checks the format
  * word and the size, decodes with `dec` (and the encoder), and compares.
  * Returns the encoded size. */
@@ -64,10 +72,8 @@ static size_t round_trip(blk__codec *enc_codec, blk__codec *dec, const void *raw
     CHECK_EQ_INT(enc_size, n);
     if (n) CHECK(memcmp(out.data + 6, raw, n) == 0);
   } else {
-    CHECK_EQ_INT(method, BLK__CODEC_ZSTD);
+    CHECK_EQ_INT(format, compressed_format(n, es));
     CHECK(enc_size < n);
-    size_t want_es = es >= 2 && n / es >= 2 ? es : 0;
-    CHECK_EQ_INT(fes, want_es);
   }
   if (blk__codec_level(enc_codec) == BLK__CODEC_STORE) CHECK_EQ_INT(method, BLK__CODEC_RAW);
 
@@ -167,7 +173,7 @@ static void test_fields(blk__codec *c, blk__codec *dec) {
   size_t plain = round_trip(c, dec, f, count * 4, 0, NULL);
   size_t shuffled = round_trip(c, dec, f, count * 4, 4, &fmt);
   if (!store) {
-    CHECK_EQ_INT(fmt, BLK__CODEC_ZSTD | 4u << 8);
+    CHECK_EQ_INT(fmt, compressed_format(count * 4, 4));
     CHECK_MSG(shuffled < plain, "smooth float32: %zu bytes shuffled, %zu not", shuffled, plain);
   }
 
@@ -175,7 +181,7 @@ static void test_fields(blk__codec *c, blk__codec *dec) {
   plain = round_trip(c, dec, d, count * 8, 0, NULL);
   shuffled = round_trip(c, dec, d, count * 8, 8, &fmt);
   if (!store) {
-    CHECK_EQ_INT(fmt, BLK__CODEC_ZSTD | 8u << 8);
+    CHECK_EQ_INT(fmt, compressed_format(count * 8, 8));
     CHECK_MSG(shuffled < plain, "smooth float64: %zu bytes shuffled, %zu not", shuffled, plain);
   }
 
@@ -294,7 +300,7 @@ static void test_corrupt(blk__codec *c) {
   /* bad format bits */
   expect_bad(c, n, enc, es, fmt | 0x10u, BLK_ECORRUPT, "reserved bits 0x00000010");
   expect_bad(c, n, enc, es, fmt | 0x80000000u, BLK_ECORRUPT, "reserved bits 0x80000000");
-  expect_bad(c, n, enc, es, (fmt & ~BLK__CODEC_METHOD_MASK) | 2u, BLK_ECORRUPT, "unknown method 2");
+  expect_bad(c, n, enc, es, (fmt & ~BLK__CODEC_METHOD_MASK) | 3u, BLK_ECORRUPT, "unknown method 3");
   expect_bad(c, n, enc, es, 0xFu, BLK_ECORRUPT, "unknown method 15");
   expect_bad(c, n, enc, es, BLK__CODEC_ZSTD | 1u << 8, BLK_ECORRUPT, "element size 1");
   expect_bad(c, n, enc, es, BLK__CODEC_RAW | 4u << 8, BLK_ECORRUPT, "raw encoding with shuffle");
@@ -353,6 +359,114 @@ static void test_corrupt(blk__codec *c) {
   blk_buffer_free(&out);
 }
 
+/* Elements whose byte 0 is noise and whose other bytes follow the index
+ * slowly: plane 0 does not compress, the others do. */
+static void fill_planes(uint8_t *p, size_t count, size_t es) {
+  for (size_t i = 0; i < count; i++)
+    for (size_t j = 0; j < es; j++)
+      p[i * es + j] = j == 0 ? (uint8_t)(rand64() >> 40) : (uint8_t)((i >> (6 + j)) + j);
+}
+
+/* Planes: each compressed or kept raw on its own, the words saying which,
+ * any tail, and the element sizes and plane sizes that use them. */
+static void test_planes(blk__codec *c, blk__codec *dec) {
+  const size_t count = (size_t)1 << 17; /* elements: planes of 128 KiB */
+  uint8_t *p = malloc(count * 16 + 16);
+  CHECK(p);
+  for (size_t es = 2; es <= 16; es += 2) {
+    fill_planes(p, count, es);
+    for (size_t tail = 0; tail < es; tail += es - 1) {
+      size_t n = count * es + tail;
+      blk_buffer out = BLK_BUFFER_INIT;
+      uint32_t fmt = 0;
+      CHECK_OK(blk__codec_encode(c, &out, p, n, es, &fmt));
+      CHECK_EQ_INT(fmt, BLK__CODEC_PLANES | (uint32_t)es << 8);
+      /* plane 0 raw, the others zstd frames; the sizes add up */
+      size_t sum = 4 * es + tail;
+      for (size_t j = 0; j < es; j++) {
+        const uint8_t *w = out.data + 4 * j;
+        uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 |
+                        (uint32_t)w[3] << 24;
+        CHECK_MSG(j == 0 ? word == count
+                         : (word >> 31) == 1 && (word & 0x7FFFFFFFu) * 1.1 <= (double)count,
+                  "es %zu plane %zu: word 0x%08x", es, j, word);
+        sum += word & 0x7FFFFFFFu;
+      }
+      CHECK_EQ_INT(out.size, sum);
+      round_trip(c, dec, p, n, es, NULL);
+      blk_buffer_free(&out);
+    }
+  }
+  /* Planes below the minimum, or more than PLANES_MAX of them: one frame. */
+  uint32_t fmt = 0;
+  fill_planes(p, count, 16);
+  round_trip(c, dec, p, 4 * (BLK__CODEC_PLANE_MIN - 1), 4, &fmt);
+  CHECK_EQ_INT(fmt, BLK__CODEC_ZSTD | 4u << 8);
+  round_trip(c, dec, p, 17 * BLK__CODEC_PLANE_MIN, 17, &fmt);
+  CHECK_EQ_INT(fmt, BLK__CODEC_ZSTD | 17u << 8);
+  /* Every plane noise: stored raw, and it cost only the samples. */
+  fill_random(p, count * 4);
+  CHECK_EQ_INT(round_trip(c, dec, p, count * 4, 4, &fmt), count * 4);
+  CHECK_EQ_INT(fmt, BLK__CODEC_RAW);
+  free(p);
+}
+
+/* A PLANES encoding that lies: every lie is BLK_ECORRUPT with the raw bytes
+ * zeroed, never a read or write out of bounds. */
+static void test_planes_corrupt(blk__codec *c) {
+  const size_t es = 4, count = (size_t)1 << 16, n = count * es + 3;
+  uint8_t *p = malloc(n), *bad = NULL, *back = malloc(n);
+  CHECK(p && back);
+  fill_planes(p, count, es);
+  p[n - 1] = 7;
+  blk_buffer out = BLK_BUFFER_INIT;
+  uint32_t fmt = 0;
+  CHECK_OK(blk__codec_encode(c, &out, p, n, es, &fmt));
+  CHECK_EQ_INT(fmt, BLK__CODEC_PLANES | 4u << 8);
+  const size_t len = out.size;
+  bad = malloc(len + 8);
+  CHECK(bad);
+  /* sizes and element sizes that do not fit */
+  expect_bad(c, n - 4, out.data, len, fmt, BLK_ECORRUPT, "");
+  expect_bad(c, n + 1, out.data, len, fmt, BLK_ECORRUPT, "");
+  expect_bad(c, 3, out.data, len, fmt, BLK_ECORRUPT, "bytes of planes");
+  expect_bad(c, n, out.data, 15, fmt, BLK_ECORRUPT, "bytes of planes");
+  expect_bad(c, n, out.data, len, BLK__CODEC_PLANES | 1u << 8, BLK_ECORRUPT, "element size 1");
+  expect_bad(c, n, out.data, len, BLK__CODEC_PLANES, BLK_ECORRUPT, "element size 0");
+  expect_bad(c, n, out.data, len, BLK__CODEC_PLANES | 17u << 8, BLK_ECORRUPT, "element size 17");
+  /* truncated anywhere, or longer */
+  for (size_t t = 16; t < len; t += 1 + t / 64) expect_bad(c, n, out.data, t, fmt, BLK_ECORRUPT, "");
+  memcpy(bad, out.data, len);
+  memset(bad + len, 0x42, 8);
+  expect_bad(c, n, bad, len + 8, fmt, BLK_ECORRUPT, "after the planes");
+  /* plane words that lie: too large, a raw plane of the wrong size, an
+   * empty frame, a frame read as raw */
+  const uint32_t lies[] = {0x7FFFFFFFu, 100u, 0x80000000u, 0x0u};
+  const char *says[] = {"claims", "raw plane 1", "0 bytes", "raw plane 1"};
+  for (int l = 0; l < 4; l++) {
+    memcpy(bad, out.data, len);
+    for (int i = 0; i < 4; i++) bad[4 + i] = (uint8_t)(lies[l] >> (8 * i));
+    expect_bad(c, n, bad, len, fmt, BLK_ECORRUPT, says[l]);
+  }
+  /* every byte flipped in turn: an error with zeroed output, or a decode */
+  for (size_t i = 0; i < len; i += 1 + i / 256) {
+    memcpy(bad, out.data, len);
+    bad[i] ^= 0xFF;
+    memset(back, 0xCC, n);
+    int rc = blk__codec_decode(c, back, n, bad, len, fmt);
+    CHECK_MSG(rc == 0 || rc == BLK_ECORRUPT, "flip at %zu: rc %d", i, rc);
+    if (rc)
+      for (size_t k = 0; k < n; k++) CHECK(back[k] == 0);
+  }
+  /* and the codec still decodes the good one */
+  CHECK_OK(blk__codec_decode(c, back, n, out.data, len, fmt));
+  CHECK(memcmp(back, p, n) == 0);
+  blk_buffer_free(&out);
+  free(bad);
+  free(back);
+  free(p);
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
   test_create();
@@ -367,12 +481,14 @@ int main(void) {
     test_fields(c, dec);
     test_append(c);
     test_encode_errors(c);
+    if (levels[i] != BLK__CODEC_STORE) test_planes(c, dec);
     blk__codec_destroy(c);
   }
 
   blk__codec *c = NULL;
   CHECK_OK(blk__codec_create(&c, BLK__CODEC_DEFAULT_LEVEL));
   test_corrupt(c);
+  test_planes_corrupt(c);
   blk__codec_destroy(c);
   blk__codec_destroy(dec);
   printf("test_codec: ok\n");

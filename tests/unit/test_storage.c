@@ -281,7 +281,7 @@ static int put_many_kind(blk__storage *s, int gid, int kind, int compress, int c
     blk__record rec;
     CHECK_OK(blk__storage_put(s, gid, kind, buf, N * sizeof(float), 4, &rec));
     uint32_t f = format_of(s, &rec);
-    if (BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_ZSTD) {
+    if (BLK__CODEC_FORMAT_COMPRESSED(f)) {
       zstd++;
       CHECK((double)rec.stored * 1.1 <= (double)rec.raw + 64 * 1.1);
     } else {
