@@ -387,7 +387,6 @@ static double a2a_copy_usec(const bench *b) {
   return usec;
 }
 
-
 /* Sizes every local block's arrays for the current size and pattern and
  * fills orig (and data) with the starting values. */
 static void setup_blocks(bench *b) {

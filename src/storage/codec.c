@@ -225,7 +225,8 @@ int blk__codec_encode(blk__codec *c, blk_buffer *out, const void *raw, size_t n,
     *format = BLK__CODEC_RAW;
   } else {
     out->size += csize;
-    *format = (planes ? BLK__CODEC_PLANES : BLK__CODEC_ZSTD) | (uint32_t)es << BLK__CODEC_ELEM_SHIFT;
+    const uint32_t method = planes ? BLK__CODEC_PLANES : BLK__CODEC_ZSTD;
+    *format = method | (uint32_t)es << BLK__CODEC_ELEM_SHIFT;
   }
   return 0;
 fail:

@@ -76,8 +76,9 @@
 #define BLK__CODEC_FORMAT_METHOD(f) ((uint32_t)(f)&BLK__CODEC_METHOD_MASK)
 #define BLK__CODEC_FORMAT_ELEM(f) (((uint32_t)(f)&BLK__CODEC_ELEM_MASK) >> BLK__CODEC_ELEM_SHIFT)
 /* Whether an encoding of this format went through zstd (in whole or part). */
-#define BLK__CODEC_FORMAT_COMPRESSED(f) \
-  (BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_ZSTD || BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_PLANES)
+#define BLK__CODEC_FORMAT_COMPRESSED(f)              \
+  (BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_ZSTD || \
+   BLK__CODEC_FORMAT_METHOD(f) == BLK__CODEC_PLANES)
 
 typedef struct blk__codec blk__codec;
 

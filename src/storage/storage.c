@@ -989,8 +989,7 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
       goto done;
     }
     const size_t enc = b->size - prefix - HEADER_SIZE;
-    const int pays =
-        BLK__CODEC_FORMAT_COMPRESSED(format) && (double)enc * RATIO_MIN <= (double)n;
+    const int pays = BLK__CODEC_FORMAT_COMPRESSED(format) && (double)enc * RATIO_MIN <= (double)n;
     if (!pays) {
       /* Stored raw: a file takes the caller's bytes as they are (below);
        * memory needs them behind the header. The codec reserved
@@ -1300,8 +1299,7 @@ done:
       if (rec->stored > HEADER_SIZE && (clean_read || first))
         rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
     }
-    if (BLK__CODEC_FORMAT_COMPRESSED(format) && rec->raw > 0 &&
-        (clean_decode || s->dec.n == 0))
+    if (BLK__CODEC_FORMAT_COMPRESSED(format) && rec->raw > 0 && (clean_decode || s->dec.n == 0))
       rate_add(&s->dec, sec_decode, (double)rec->raw);
   }
   if (w) worker_give(s, w);

@@ -385,8 +385,8 @@ static void test_planes(blk__codec *c, blk__codec *dec) {
       size_t sum = 4 * es + tail;
       for (size_t j = 0; j < es; j++) {
         const uint8_t *w = out.data + 4 * j;
-        uint32_t word = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 |
-                        (uint32_t)w[3] << 24;
+        uint32_t word =
+            (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
         CHECK_MSG(j == 0 ? word == count
                          : (word >> 31) == 1 && (word & 0x7FFFFFFFu) * 1.1 <= (double)count,
                   "es %zu plane %zu: word 0x%08x", es, j, word);
@@ -435,7 +435,8 @@ static void test_planes_corrupt(blk__codec *c) {
   expect_bad(c, n, out.data, len, BLK__CODEC_PLANES, BLK_ECORRUPT, "element size 0");
   expect_bad(c, n, out.data, len, BLK__CODEC_PLANES | 17u << 8, BLK_ECORRUPT, "element size 17");
   /* truncated anywhere, or longer */
-  for (size_t t = 16; t < len; t += 1 + t / 64) expect_bad(c, n, out.data, t, fmt, BLK_ECORRUPT, "");
+  for (size_t t = 16; t < len; t += 1 + t / 64)
+    expect_bad(c, n, out.data, t, fmt, BLK_ECORRUPT, "");
   memcpy(bad, out.data, len);
   memset(bad + len, 0x42, 8);
   expect_bad(c, n, bad, len + 8, fmt, BLK_ECORRUPT, "after the planes");
