@@ -362,9 +362,10 @@ static void test_corrupt(blk__codec *c) {
 /* Elements whose byte 0 is noise and whose other bytes follow the index
  * slowly: plane 0 does not compress, the others do. */
 static void fill_planes(uint8_t *p, size_t count, size_t es) {
-  for (size_t i = 0; i < count; i++)
-    for (size_t j = 0; j < es; j++)
-      p[i * es + j] = j == 0 ? (uint8_t)(rand64() >> 40) : (uint8_t)((i >> (6 + j)) + j);
+  for (size_t i = 0; i < count; i++) {
+    p[i * es] = (uint8_t)(rand64() >> 40);
+    for (size_t j = 1; j < es; j++) p[i * es + j] = (uint8_t)((i >> (6 + j)) + j);
+  }
 }
 
 /* Planes: each compressed or kept raw on its own, the words saying which,
