@@ -18,6 +18,16 @@
  * stream. Loads and stores are little-endian (le64.h) so the word tricks
  * hold on every platform.
  *
+ * With SSE2 (every x86-64), es 4 and 8 first go 16 elements at a time in
+ * es 16-byte registers: a stage interleaves register i with register
+ * i + es/2 byte by byte, the low halves into register 2i and the high ones
+ * into 2i + 1. Four stages turn 16 elements into es planes of 16 bytes
+ * (register j is plane j); two (es 4) or three (es 8) turn planes back
+ * into elements. (Found by trying every sequence of unpack widths on
+ * labelled bytes; test_shuffle checks both against the definition.) That
+ * is about twice the speed of the 64-bit words on this machine
+ * (docs/compression.md).
+ *
  * Cost: reads and writes every byte once. Locking: none.
  */
 #include "storage/shuffle.h"
@@ -27,6 +37,34 @@
 
 #include "base/copy.h"
 #include "base/le64.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* One stage of the transposes (see the top), on 4 or 8 registers. */
+#define LO(a, b) _mm_unpacklo_epi8(a, b)
+#define HI(a, b) _mm_unpackhi_epi8(a, b)
+#define STAGE4(r0, r1, r2, r3)                \
+  do {                                        \
+    __m128i t0 = LO(r0, r2), t1 = HI(r0, r2); \
+    __m128i t2 = LO(r1, r3), t3 = HI(r1, r3); \
+    r0 = t0, r1 = t1, r2 = t2, r3 = t3;       \
+  } while (0)
+#define STAGE8(r0, r1, r2, r3, r4, r5, r6, r7)                                  \
+  do {                                                                          \
+    __m128i t0 = LO(r0, r4), t1 = HI(r0, r4), t2 = LO(r1, r5), t3 = HI(r1, r5); \
+    __m128i t4 = LO(r2, r6), t5 = HI(r2, r6), t6 = LO(r3, r7), t7 = HI(r3, r7); \
+    r0 = t0, r1 = t1, r2 = t2, r3 = t3, r4 = t4, r5 = t5, r6 = t6, r7 = t7;     \
+  } while (0)
+
+static inline __m128i load16(const unsigned char *p) {
+  return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+static inline void store16(unsigned char *p, __m128i v) {
+  _mm_storeu_si128((__m128i *)(void *)p, v);
+}
+#endif
 
 /* Exchanges the bit groups of `a` selected by mask << sh with those of `b`
  * selected by mask (a delta swap). An involution. */
@@ -85,6 +123,17 @@
 
 static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
   size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= m; i += 16) {
+    const unsigned char *e = src + 4 * i;
+    __m128i r0 = load16(e), r1 = load16(e + 16), r2 = load16(e + 32), r3 = load16(e + 48);
+    for (int k = 0; k < 4; k++) STAGE4(r0, r1, r2, r3);
+    store16(dst + i, r0);
+    store16(dst + m + i, r1);
+    store16(dst + 2 * m + i, r2);
+    store16(dst + 3 * m + i, r3);
+  }
+#endif
   for (; i + 8 <= m; i += 8) {
     const unsigned char *s = src + 4 * i;
     uint64_t a = blk__load_le64(s), b = blk__load_le64(s + 8);
@@ -101,6 +150,19 @@ static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict 
 
 static void unshuffle4(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
   size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= m; i += 16) {
+    __m128i r0 = load16(src + i), r1 = load16(src + m + i);
+    __m128i r2 = load16(src + 2 * m + i), r3 = load16(src + 3 * m + i);
+    STAGE4(r0, r1, r2, r3);
+    STAGE4(r0, r1, r2, r3);
+    unsigned char *e = dst + 4 * i;
+    store16(e, r0);
+    store16(e + 16, r1);
+    store16(e + 32, r2);
+    store16(e + 48, r3);
+  }
+#endif
   for (; i + 8 <= m; i += 8) {
     uint64_t a = blk__load_le64(src + i), c = blk__load_le64(src + m + i);
     uint64_t b = blk__load_le64(src + 2 * m + i), d = blk__load_le64(src + 3 * m + i);
@@ -117,6 +179,23 @@ static void unshuffle4(unsigned char *restrict dst, const unsigned char *restric
 
 static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
   size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= m; i += 16) {
+    const unsigned char *e = src + 8 * i;
+    __m128i r0 = load16(e), r1 = load16(e + 16), r2 = load16(e + 32), r3 = load16(e + 48);
+    __m128i r4 = load16(e + 64), r5 = load16(e + 80), r6 = load16(e + 96), r7 = load16(e + 112);
+    for (int k = 0; k < 4; k++) STAGE8(r0, r1, r2, r3, r4, r5, r6, r7);
+    unsigned char *d = dst + i;
+    store16(d, r0);
+    store16(d + m, r1);
+    store16(d + 2 * m, r2);
+    store16(d + 3 * m, r3);
+    store16(d + 4 * m, r4);
+    store16(d + 5 * m, r5);
+    store16(d + 6 * m, r6);
+    store16(d + 7 * m, r7);
+  }
+#endif
   for (; i + 8 <= m; i += 8) {
     const unsigned char *s = src + 8 * i;
     uint64_t w0 = blk__load_le64(s), w1 = blk__load_le64(s + 8);
@@ -140,6 +219,24 @@ static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict 
 
 static void unshuffle8(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
   size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= m; i += 16) {
+    const unsigned char *p = src + i;
+    __m128i r0 = load16(p), r1 = load16(p + m), r2 = load16(p + 2 * m), r3 = load16(p + 3 * m);
+    __m128i r4 = load16(p + 4 * m), r5 = load16(p + 5 * m), r6 = load16(p + 6 * m);
+    __m128i r7 = load16(p + 7 * m);
+    for (int k = 0; k < 3; k++) STAGE8(r0, r1, r2, r3, r4, r5, r6, r7);
+    unsigned char *e = dst + 8 * i;
+    store16(e, r0);
+    store16(e + 16, r1);
+    store16(e + 32, r2);
+    store16(e + 48, r3);
+    store16(e + 64, r4);
+    store16(e + 80, r5);
+    store16(e + 96, r6);
+    store16(e + 112, r7);
+  }
+#endif
   for (; i + 8 <= m; i += 8) {
     const unsigned char *s = src + i;
     uint64_t w0 = blk__load_le64(s), w1 = blk__load_le64(s + m);
