@@ -124,6 +124,7 @@ const char *blk__codec_zstd_version(void) {
  * times smaller (the storage's rule for a whole record). */
 #define SAMPLE ((size_t)32 << 10)
 #define PLANE_RATIO 1.1
+_Static_assert(BLK__CODEC_PLANE_MIN > SAMPLE, "a plane is larger than its sample");
 #define PLANE_ZSTD 0x80000000u /* a plane word's flag: a zstd frame */
 
 static void store_le32(unsigned char *p, uint32_t v) {
