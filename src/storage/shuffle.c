@@ -25,7 +25,7 @@
  * (register j is plane j); two (es 4) or three (es 8) turn planes back
  * into elements. (Found by trying every sequence of unpack widths on
  * labelled bytes; test_shuffle checks both against the definition.) That
- * is about twice the speed of the 64-bit words on this machine
+ * runs at 1.4-4.7 times the speed of the 64-bit words on this machine
  * (docs/compression.md).
  *
  * Cost: reads and writes every byte once. Locking: none.
