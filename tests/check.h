@@ -139,6 +139,19 @@ static inline blk_master_config check_master_config(int threads, int mem_blocks,
 }
 #endif
 
+/* Adds blocks gids[0, n) to m, each made by create (with no user data) and
+ * without links. Include blk.h first. */
+#ifdef BLK_MASTER_H
+static inline void check_add_blocks(blk_master *m, const int *gids, int n,
+                                    blk_block_create_fn create) {
+  for (int i = 0; i < n; i++) {
+    void *b;
+    CHECK_OK(create(&b, gids[i], NULL));
+    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
+  }
+}
+#endif
+
 /* The options of an out-of-core test: --threads T (default 1), --mem-blocks
  * M (required, at least 1) and --spill-in-memory; anything else stops the
  * test. */

@@ -216,11 +216,7 @@ int main(int argc, char **argv) {
         CHECK_OK(blk_assigner_create_contiguous(&a, size, n));
       blk_master *m = master_of(threads, mem_blocks);
       int gids[64], local = blk_assigner_local_gids(a, rank, gids, 64);
-      for (int i = 0; i < local; i++) {
-        void *b;
-        CHECK_OK(create(&b, gids[i], NULL));
-        CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-      }
+      check_add_blocks(m, gids, local, create);
       blk_all_gather_config cfg;
       CHECK_OK(blk_all_gather_config_init(&cfg, BLK_ALL_GATHER_CONFIG_VERSION));
       cfg.place = rank == 1 ? NULL : place; /* (rank 1: blk's storage, as without one) */

@@ -106,11 +106,7 @@ int main(int argc, char **argv) {
   int *gids = malloc((size_t)nblocks * sizeof *gids);
   CHECK(gids);
   int local = blk_assigner_local_gids(a, rank, gids, nblocks);
-  for (int i = 0; i < local; i++) {
-    void *b;
-    CHECK_OK(create(&b, gids[i], NULL));
-    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-  }
+  check_add_blocks(m, gids, local, create);
 
   /* The serial reference. */
   unsigned char want[VALUE], v[VALUE], result[VALUE], before[VALUE];

@@ -411,11 +411,7 @@ static blk_master *master_of(const blk_assigner *a, int rank, int threads, int m
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   int gids[NB_MAX], n = blk_assigner_local_count(a, rank);
   blk_assigner_local_gids(a, rank, gids, NB_MAX);
-  for (int i = 0; i < n; i++) {
-    void *b;
-    CHECK_OK(create(&b, gids[i], NULL));
-    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-  }
+  check_add_blocks(m, gids, n, create);
   return m;
 }
 

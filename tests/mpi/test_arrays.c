@@ -428,11 +428,7 @@ static blk_master *make_master(const blk_assigner *a, int threads, int mem_block
   blk_master *m;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   int gids[64], local = blk_assigner_local_gids(a, rank, gids, 64);
-  for (int i = 0; i < local; i++) {
-    void *b;
-    CHECK_OK(create(&b, gids[i], NULL));
-    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-  }
+  check_add_blocks(m, gids, local, create);
   return m;
 }
 

@@ -91,11 +91,7 @@ int main(int argc, char **argv) {
   blk_master *m;
   CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &mc));
   int gids[NBLOCKS], local = blk_assigner_local_gids(a, rank, gids, NBLOCKS);
-  for (int i = 0; i < local; i++) {
-    void *b;
-    CHECK_OK(create(&b, gids[i], NULL));
-    CHECK_OK(blk_master_add(m, gids[i], b, NULL, 0));
-  }
+  check_add_blocks(m, gids, local, create);
   CHECK_OK(blk_master_foreach(m, fill, NULL));
   const int swaps = local > mem_blocks;
 
