@@ -893,15 +893,32 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
  * the plan's order (its phase, then its place in it), or, without a plan,
  * one waiting in a later round sooner, since the latest round runs first
  * (depth_first). */
+static uint64_t plan_time(const rstate *s, const reduce_keep *k, int lid) {
+  int f = k->phase[s->rb[lid].round];
+  return (uint64_t)f * (uint64_t)s->nblocks +
+         (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
+}
+
 static uint64_t needed_next(void *ctx, int lid) {
   const rstate *s = ctx;
   const rblock *b = &s->rb[lid];
   if (b->round > s->rounds) return UINT64_MAX;
   const reduce_keep *k = s->keep;
   if (!k->place) return 1 + (uint64_t)(s->rounds - b->round);
-  int f = k->phase[b->round];
-  return (uint64_t)f * (uint64_t)s->nblocks +
-         (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
+  /* Not before the blocks of this rank it still waits for have run: in a
+   * phase of one round whose group outgrows memory (a direct all_to_all's
+   * send and receive), a block that has sent is needed only after every
+   * block has, not at its own place; taken as sooner, it held its place
+   * while the next sender waited, one send at a time. */
+  uint64_t when = plan_time(s, k, lid);
+  for (int i = 0; i < b->nin; i++) {
+    if (b->filled[i]) continue;
+    int j = blk__table_lid(&s->m->table, b->in_gids[i]);
+    if (j < 0 || j == lid || s->rb[j].round > s->rounds) continue;
+    uint64_t t = plan_time(s, k, j);
+    if (t > when) when = t;
+  }
+  return when;
 }
 
 /* Whether lid's block waits for a message from a block on another rank, for
