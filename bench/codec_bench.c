@@ -2,13 +2,14 @@
  * codec_bench: what the out-of-core codec costs and gains, to choose its
  * default from (docs/compression.md).
  *
- * For four fields (smooth and random float32, smooth and random float64) at
- * two sizes (1 MiB and 16 MiB), it encodes and decodes with blk__codec at
- * several zstd levels, without the byte shuffle, with it by the element size
- * and with it by the other size (4 on float64, 8 on float32), and prints one
- * markdown table row each: compression ratio (raw / encoded), encode MB/s
- * and decode MB/s of raw bytes (MB = 10^6 bytes). Then the reference
- * speeds: blk__checksum, blk__shuffle / blk__unshuffle and memcpy, in GB/s.
+ * For five fields (smooth and random float32, smooth and random float64, and
+ * a histogram's sparse 64-bit counts) at two sizes (1 MiB and 16 MiB), it
+ * encodes and decodes with blk__codec at several zstd levels, without the
+ * byte shuffle, with it by the element size and with it by the other size (4
+ * on float64, 8 on float32), and prints one markdown table row each:
+ * compression ratio (raw / encoded), encode MB/s and decode MB/s of raw
+ * bytes (MB = 10^6 bytes). Then the reference speeds: blk__checksum,
+ * blk__shuffle / blk__unshuffle and memcpy, in GB/s.
  *
  * Timing: clock_gettime(CLOCK_MONOTONIC); each figure is the median of
  * `runs` runs (default 5), a run repeating the operation until at least
@@ -68,12 +69,30 @@ static double smooth(size_t i) {
   return 300.0 + 20.0 * sin(0.02 * x) * cos(0.03 * y) + 5.0 * sin(0.005 * (x + y));
 }
 
-enum { SMOOTH_F32, RANDOM_F32, SMOOTH_F64, RANDOM_F64, NFIELDS };
+enum { SMOOTH_F32, RANDOM_F32, SMOOTH_F64, RANDOM_F64, SPARSE_U64, NFIELDS };
 static const char *field_names[NFIELDS] = {"smooth float32", "random float32", "smooth float64",
-                                           "random float64"};
-static const size_t field_es[NFIELDS] = {4, 4, 8, 8};
+                                           "random float64", "sparse counts u64"};
+static const size_t field_es[NFIELDS] = {4, 4, 8, 8, 8};
+
+/* A histogram's counts (examples/histogram with many bins): 64-bit
+ * integers, about one in twelve not zero, small where they are not. */
+static void fill_counts(void *buf, size_t bytes) {
+  size_t count = bytes / 8;
+  memset(buf, 0, count * 8);
+  for (size_t j = 0; j < count / 12; j++) {
+    size_t i = (size_t)(rand_unit() * (double)count);
+    uint64_t c;
+    memcpy(&c, (char *)buf + 8 * i, 8);
+    c += 1 + (uint64_t)(rand_unit() * 3.0);
+    memcpy((char *)buf + 8 * i, &c, 8);
+  }
+}
 
 static void fill(void *buf, size_t bytes, int field) {
+  if (field == SPARSE_U64) {
+    fill_counts(buf, bytes);
+    return;
+  }
   size_t es = field_es[field], count = bytes / es;
   for (size_t i = 0; i < count; i++) {
     double v = (field == SMOOTH_F32 || field == SMOOTH_F64) ? smooth(i) : rand_unit();
