@@ -31,9 +31,10 @@
  *
  * Cost: encode is one shuffle pass (if any) plus zstd at the chosen level
  * (planes: on the planes that compress, plus the samples); decode is zstd
- * (or a copy, for a raw plane) plus one unshuffle pass. Memory: the two zstd contexts
- * (a few MiB at low levels once used), scratch up to the largest shuffled
- * block, and transiently ZSTD_compressBound(n) bytes in `out`.
+ * plus one unshuffle pass (planes: zstd on the frames; the unshuffle reads
+ * raw planes where they are). Memory: the two zstd contexts (a few MiB at
+ * low levels once used), scratch up to the largest shuffled block, and
+ * transiently ZSTD_compressBound(n) bytes in `out`.
  * Locking: none; one codec per thread.
  */
 #include "storage/codec.h"
@@ -125,6 +126,7 @@ const char *blk__codec_zstd_version(void) {
 #define SAMPLE ((size_t)32 << 10)
 #define PLANE_RATIO 1.1
 _Static_assert(BLK__CODEC_PLANE_MIN > SAMPLE, "a plane is larger than its sample");
+_Static_assert(BLK__CODEC_PLANES_MAX <= BLK__SHUFFLE_PLANES_MAX, "the unshuffle takes every plane");
 #define PLANE_ZSTD 0x80000000u /* a plane word's flag: a zstd frame */
 
 static void store_le32(unsigned char *p, uint32_t v) {
@@ -255,7 +257,9 @@ static int decompress(blk__codec *c, unsigned char *dst, size_t n, const unsigne
 }
 
 /* A PLANES encoding (codec.h) into raw[0, raw_size); every size is checked
- * against what is left before it is read. */
+ * against what is left before it is read. Frames are decompressed into
+ * scratch; raw planes and the tail are unshuffled from where they lie in
+ * enc (a raw plane copied to scratch first cost a copy of it per decode). */
 static int decode_planes(blk__codec *c, void *raw, size_t raw_size, const unsigned char *enc,
                          size_t enc_size, uint32_t format) {
   const size_t es = BLK__CODEC_FORMAT_ELEM(format);
@@ -265,35 +269,36 @@ static int decode_planes(blk__codec *c, void *raw, size_t raw_size, const unsign
   if (plane == 0 || plane >= PLANE_ZSTD || enc_size < 4 * es)
     return blk__fail(BLK_ECORRUPT, "codec: %zu bytes of planes for %zu bytes of element size %zu",
                      enc_size, raw_size, es);
-  int rc = scratch_reserve(c, raw_size);
-  if (rc) return rc;
+  const unsigned char *planes[BLK__CODEC_PLANES_MAX];
   const unsigned char *at = enc + 4 * es;
   size_t left = enc_size - 4 * es;
   for (size_t j = 0; j < es; j++) {
     uint32_t word = load_le32(enc + 4 * j);
     size_t size = word & ~PLANE_ZSTD;
-    unsigned char *to = c->scratch + j * plane;
     if (size > left)
       return blk__fail(BLK_ECORRUPT, "codec: plane %zu claims %zu bytes, %zu are left", j, size,
                        left);
     if (word & PLANE_ZSTD) {
       if (size == 0)
         return blk__fail(BLK_ECORRUPT, "codec: plane %zu is a zstd frame of 0 bytes", j);
+      int rc = scratch_reserve(c, es * plane);
+      if (rc) return rc;
+      unsigned char *to = c->scratch + j * plane;
       rc = decompress(c, to, plane, at, size);
       if (rc) return rc;
+      planes[j] = to;
     } else if (size != plane) {
       return blk__fail(BLK_ECORRUPT, "codec: raw plane %zu of %zu bytes, expected %zu", j, size,
                        plane);
     } else {
-      blk__copy(to, at, plane);
+      planes[j] = at;
     }
     at += size;
     left -= size;
   }
   if (left != tail)
     return blk__fail(BLK_ECORRUPT, "codec: %zu bytes after the planes, expected %zu", left, tail);
-  blk__copy(c->scratch + es * plane, at, tail);
-  blk__unshuffle(raw, c->scratch, raw_size, es);
+  blk__unshuffle_planes(raw, planes, at, raw_size, es);
   return 0;
 }
 

@@ -4,7 +4,9 @@
  * Layout: with m = n / es whole elements of es bytes, shuffled byte plane j
  * (0 <= j < es) is dst[j*m, (j+1)*m) and holds src[i*es + j] for i = 0..m-1;
  * the tail src[m*es, n) follows unchanged. unshuffle reads the same layout
- * back. One division per call (m); none per byte.
+ * back; its loops take each plane's address (blk__unshuffle passes
+ * src + j*m, blk__unshuffle_planes wherever the planes are). One division
+ * per call (m); none per byte.
  *
  * Loops: es 4 and 8 work on groups of 8 elements held in 64-bit registers:
  * 4 (or 8) words of elements are transposed into 4 (or 8) words of byte
@@ -148,12 +150,12 @@ static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict 
     for (size_t j = 0; j < 4; j++) dst[j * m + i] = src[4 * i + j];
 }
 
-static void unshuffle4(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
+static void unshuffle4(unsigned char *restrict dst, const unsigned char *const *planes, size_t m) {
+  const unsigned char *p0 = planes[0], *p1 = planes[1], *p2 = planes[2], *p3 = planes[3];
   size_t i = 0;
 #if defined(__SSE2__)
   for (; i + 16 <= m; i += 16) {
-    __m128i r0 = load16(src + i), r1 = load16(src + m + i);
-    __m128i r2 = load16(src + 2 * m + i), r3 = load16(src + 3 * m + i);
+    __m128i r0 = load16(p0 + i), r1 = load16(p1 + i), r2 = load16(p2 + i), r3 = load16(p3 + i);
     STAGE4(r0, r1, r2, r3);
     STAGE4(r0, r1, r2, r3);
     unsigned char *e = dst + 4 * i;
@@ -164,8 +166,8 @@ static void unshuffle4(unsigned char *restrict dst, const unsigned char *restric
   }
 #endif
   for (; i + 8 <= m; i += 8) {
-    uint64_t a = blk__load_le64(src + i), c = blk__load_le64(src + m + i);
-    uint64_t b = blk__load_le64(src + 2 * m + i), d = blk__load_le64(src + 3 * m + i);
+    uint64_t a = blk__load_le64(p0 + i), c = blk__load_le64(p1 + i);
+    uint64_t b = blk__load_le64(p2 + i), d = blk__load_le64(p3 + i);
     UNTRANSPOSE4(a, b, c, d);
     unsigned char *o = dst + 4 * i;
     blk__store_le64(o, a);
@@ -173,8 +175,10 @@ static void unshuffle4(unsigned char *restrict dst, const unsigned char *restric
     blk__store_le64(o + 16, c);
     blk__store_le64(o + 24, d);
   }
-  for (; i < m; i++)
-    for (size_t j = 0; j < 4; j++) dst[4 * i + j] = src[j * m + i];
+  for (; i < m; i++) {
+    unsigned char *o = dst + 4 * i;
+    o[0] = p0[i], o[1] = p1[i], o[2] = p2[i], o[3] = p3[i];
+  }
 }
 
 static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
@@ -217,14 +221,14 @@ static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict 
     for (size_t j = 0; j < 8; j++) dst[j * m + i] = src[8 * i + j];
 }
 
-static void unshuffle8(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
+static void unshuffle8(unsigned char *restrict dst, const unsigned char *const *planes, size_t m) {
+  const unsigned char *p0 = planes[0], *p1 = planes[1], *p2 = planes[2], *p3 = planes[3];
+  const unsigned char *p4 = planes[4], *p5 = planes[5], *p6 = planes[6], *p7 = planes[7];
   size_t i = 0;
 #if defined(__SSE2__)
   for (; i + 16 <= m; i += 16) {
-    const unsigned char *p = src + i;
-    __m128i r0 = load16(p), r1 = load16(p + m), r2 = load16(p + 2 * m), r3 = load16(p + 3 * m);
-    __m128i r4 = load16(p + 4 * m), r5 = load16(p + 5 * m), r6 = load16(p + 6 * m);
-    __m128i r7 = load16(p + 7 * m);
+    __m128i r0 = load16(p0 + i), r1 = load16(p1 + i), r2 = load16(p2 + i), r3 = load16(p3 + i);
+    __m128i r4 = load16(p4 + i), r5 = load16(p5 + i), r6 = load16(p6 + i), r7 = load16(p7 + i);
     for (int k = 0; k < 3; k++) STAGE8(r0, r1, r2, r3, r4, r5, r6, r7);
     unsigned char *e = dst + 8 * i;
     store16(e, r0);
@@ -238,11 +242,10 @@ static void unshuffle8(unsigned char *restrict dst, const unsigned char *restric
   }
 #endif
   for (; i + 8 <= m; i += 8) {
-    const unsigned char *s = src + i;
-    uint64_t w0 = blk__load_le64(s), w1 = blk__load_le64(s + m);
-    uint64_t w2 = blk__load_le64(s + 2 * m), w3 = blk__load_le64(s + 3 * m);
-    uint64_t w4 = blk__load_le64(s + 4 * m), w5 = blk__load_le64(s + 5 * m);
-    uint64_t w6 = blk__load_le64(s + 6 * m), w7 = blk__load_le64(s + 7 * m);
+    uint64_t w0 = blk__load_le64(p0 + i), w1 = blk__load_le64(p1 + i);
+    uint64_t w2 = blk__load_le64(p2 + i), w3 = blk__load_le64(p3 + i);
+    uint64_t w4 = blk__load_le64(p4 + i), w5 = blk__load_le64(p5 + i);
+    uint64_t w6 = blk__load_le64(p6 + i), w7 = blk__load_le64(p7 + i);
     TRANSPOSE8(w0, w1, w2, w3, w4, w5, w6, w7);
     unsigned char *d = dst + 8 * i;
     blk__store_le64(d, w0);
@@ -254,8 +257,11 @@ static void unshuffle8(unsigned char *restrict dst, const unsigned char *restric
     blk__store_le64(d + 48, w6);
     blk__store_le64(d + 56, w7);
   }
-  for (; i < m; i++)
-    for (size_t j = 0; j < 8; j++) dst[8 * i + j] = src[j * m + i];
+  for (; i < m; i++) {
+    unsigned char *d = dst + 8 * i;
+    d[0] = p0[i], d[1] = p1[i], d[2] = p2[i], d[3] = p3[i];
+    d[4] = p4[i], d[5] = p5[i], d[6] = p6[i], d[7] = p7[i];
+  }
 }
 
 static void shuffle_any(unsigned char *restrict dst, const unsigned char *restrict src, size_t m,
@@ -267,13 +273,24 @@ static void shuffle_any(unsigned char *restrict dst, const unsigned char *restri
   }
 }
 
-static void unshuffle_any(unsigned char *restrict dst, const unsigned char *restrict src, size_t m,
+static void unshuffle_any(unsigned char *restrict dst, const unsigned char *const *planes, size_t m,
                           size_t es) {
   for (size_t j = 0; j < es; j++) {
-    const unsigned char *s = src + j * m;
+    const unsigned char *s = planes[j];
     unsigned char *d = dst + j;
     for (size_t i = 0; i < m; i++) d[i * es] = s[i];
   }
+}
+
+/* Plane j of es at planes[j], m bytes each, into m elements at dst. */
+static void unshuffle_planes(unsigned char *dst, const unsigned char *const *planes, size_t m,
+                             size_t es) {
+  if (es == 4)
+    unshuffle4(dst, planes, m);
+  else if (es == 8)
+    unshuffle8(dst, planes, m);
+  else
+    unshuffle_any(dst, planes, m, es);
 }
 
 void blk__shuffle(void *dst, const void *src, size_t n, size_t elem_size) {
@@ -305,11 +322,22 @@ void blk__unshuffle(void *dst, const void *src, size_t n, size_t elem_size) {
   }
   unsigned char *d = dst;
   const unsigned char *s = src;
-  if (es == 4)
-    unshuffle4(d, s, m);
-  else if (es == 8)
-    unshuffle8(d, s, m);
-  else
-    unshuffle_any(d, s, m, es);
+  if (es <= BLK__SHUFFLE_PLANES_MAX) {
+    const unsigned char *planes[BLK__SHUFFLE_PLANES_MAX];
+    for (size_t j = 0; j < es; j++) planes[j] = s + j * m;
+    unshuffle_planes(d, planes, m, es);
+  } else {
+    for (size_t j = 0; j < es; j++) {
+      const unsigned char *p = s + j * m;
+      for (size_t i = 0; i < m; i++) d[i * es + j] = p[i];
+    }
+  }
   memcpy(d + m * es, s + m * es, n - m * es);
+}
+
+void blk__unshuffle_planes(void *dst, const unsigned char *const *planes, const void *tail,
+                           size_t n, size_t elem_size) {
+  size_t m = n / elem_size;
+  unshuffle_planes(dst, planes, m, elem_size);
+  memcpy((unsigned char *)dst + m * elem_size, tail, n - m * elem_size);
 }

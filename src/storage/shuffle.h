@@ -24,4 +24,13 @@
 void blk__shuffle(void *dst, const void *src, size_t n, size_t elem_size);
 void blk__unshuffle(void *dst, const void *src, size_t n, size_t elem_size);
 
+/* blk__unshuffle from planes that need not be contiguous: plane j (n /
+ * elem_size bytes) at planes[j], the last n % elem_size bytes at tail;
+ * elem_size 2..BLK__SHUFFLE_PLANES_MAX. So a decoder unshuffles planes
+ * stored raw where they lie, without first copying them next to the ones
+ * it decompressed. None of them may overlap dst. */
+#define BLK__SHUFFLE_PLANES_MAX 16
+void blk__unshuffle_planes(void *dst, const unsigned char *const *planes, const void *tail,
+                           size_t n, size_t elem_size);
+
 #endif

@@ -1,5 +1,6 @@
 /* test_shuffle: the byte shuffle filter against a naive reference, for every
- * element size 0..17 and sizes with every tail length, at odd alignments. */
+ * element size 0..17 and sizes with every tail length, at odd alignments;
+ * and the unshuffle from planes that lie apart (blk__unshuffle_planes). */
 #include <stdint.h>
 
 #include "blk/blk.h"
@@ -75,6 +76,36 @@ static void check_one(size_t n, size_t es) {
   free(back);
 }
 
+/* blk__unshuffle_planes: the planes of a shuffled array each in a buffer of
+ * its own (at odd offsets) and the tail in another; the result must be the
+ * array, with nothing written outside it. */
+static void check_planes(size_t n, size_t es) {
+  const size_t m = n / es, tail = n % es, pad = 8;
+  uint8_t *in = malloc(n + 1), *shuffled = malloc(n + 1), *out = malloc(n + 2 * pad);
+  uint8_t *bufs[BLK__SHUFFLE_PLANES_MAX + 1];
+  const unsigned char *planes[BLK__SHUFFLE_PLANES_MAX];
+  CHECK(in && shuffled && out);
+  for (size_t i = 0; i < n; i++) in[i] = rand_byte();
+  ref_shuffle(shuffled, in, n, es);
+  for (size_t j = 0; j <= es; j++) {
+    size_t bytes = j < es ? m : tail;
+    CHECK((bufs[j] = malloc(bytes + 2 + j % 3)) != NULL);
+    memcpy(bufs[j] + 1 + j % 3, shuffled + j * m, bytes);
+    if (j < es) planes[j] = bufs[j] + 1 + j % 3;
+  }
+  memset(out, 0x3C, n + 2 * pad);
+  blk__unshuffle_planes(out + 1, planes, bufs[es] + 1 + es % 3, n, es);
+  for (size_t i = 0; i < n; i++)
+    CHECK_MSG(out[1 + i] == in[i], "unshuffle_planes n=%zu es=%zu: byte %zu is %u, expected %u", n,
+              es, i, out[1 + i], in[i]);
+  CHECK_EQ_INT(out[0], 0x3C);
+  for (size_t i = n + 1; i < n + 2 * pad; i++) CHECK_EQ_INT(out[i], 0x3C);
+  for (size_t j = 0; j <= es; j++) free(bufs[j]);
+  free(in);
+  free(shuffled);
+  free(out);
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
 
@@ -87,6 +118,8 @@ int main(void) {
    * every remainder (SSE2: groups of 16, then 8). */
   for (size_t es = 0; es <= 17; es++)
     for (size_t n = 0; n <= 300; n++) check_one(n, es);
+  for (size_t es = 2; es <= BLK__SHUFFLE_PLANES_MAX; es++)
+    for (size_t n = 0; n <= 300; n++) check_planes(n, es);
 
   /* Larger sizes with the fast paths and tails 0..7. */
   for (size_t t = 0; t < 8; t++) {
@@ -95,6 +128,12 @@ int main(void) {
     check_one(8 * 4096 + t, 8);
     check_one(3 * 5001 + t, 3);
     check_one(16 * 1001 + t, 16);
+  }
+  for (size_t t = 0; t < 8; t++) {
+    check_planes(4 * 4099 + t, 4);
+    check_planes(8 * 4099 + t, 8);
+    check_planes(16 * 1001 + t, 16);
+    check_planes(6 * 1001 + t, 6);
   }
   check_one(1u << 20, 4);
   check_one((1u << 20) + 5, 8);
