@@ -153,28 +153,48 @@ static int compress(blk__codec *c, unsigned char *dst, size_t bound, const unsig
                    ZSTD_getErrorName(*csize));
 }
 
-/* Writes the planes of the shuffled src[0, n) at dst (room for their words
- * and bounds) and returns their size in *size. */
+/* Writes the planes of src[0, n) shuffled by es at dst (room for their
+ * words and bounds) and returns their size in *size. The samples come
+ * first, from the middle elements shuffled alone; then the shuffle puts the
+ * planes that lead the encoding raw (a float's low mantissa bytes, mostly)
+ * straight where they belong, and the others in scratch for zstd. (Copying
+ * a raw plane from scratch cost as much again as shuffling it.) */
 static int encode_planes(blk__codec *c, unsigned char *dst, const unsigned char *src, size_t n,
                          size_t es, size_t *size) {
   const size_t plane = n / es, tail = n % es, bound = ZSTD_compressBound(plane);
+  const size_t s = plane < SAMPLE ? plane : SAMPLE;
+  int rc = scratch_reserve(c, n);
+  if (rc) return rc;
   unsigned char *at = dst + 4 * es;
+  blk__shuffle(c->scratch, src + (plane - s) / 2 * es, s * es, es);
+  int sample_pays[BLK__CODEC_PLANES_MAX];
+  size_t lead = 0; /* planes before the first whose sample pays */
   for (size_t j = 0; j < es; j++) {
-    const unsigned char *from = src + j * plane;
-    size_t csize = 0, s = plane < SAMPLE ? plane : SAMPLE;
-    int rc = compress(c, at, bound, from + (plane - s) / 2, s, &csize);
+    size_t csize = 0;
+    rc = compress(c, at, bound, c->scratch + j * s, s, &csize);
     if (rc) return rc;
+    sample_pays[j] = (double)csize * PLANE_RATIO <= (double)s;
+    if (lead == j && !sample_pays[j]) lead++;
+  }
+  unsigned char *to[BLK__CODEC_PLANES_MAX];
+  for (size_t j = 0; j < es; j++) to[j] = j < lead ? at + j * plane : c->scratch + j * plane;
+  blk__shuffle_planes(to, c->scratch + es * plane, src, n, es);
+  for (size_t j = 0; j < es; j++) {
     uint32_t word = (uint32_t)plane;
-    if ((double)csize * PLANE_RATIO <= (double)s) {
-      rc = compress(c, at, bound, from, plane, &csize);
-      if (rc) return rc;
-      if ((double)csize * PLANE_RATIO <= (double)plane) word = (uint32_t)csize | PLANE_ZSTD;
+    if (j >= lead) {
+      const unsigned char *from = c->scratch + j * plane;
+      size_t csize = 0;
+      if (sample_pays[j]) {
+        rc = compress(c, at, bound, from, plane, &csize);
+        if (rc) return rc;
+        if ((double)csize * PLANE_RATIO <= (double)plane) word = (uint32_t)csize | PLANE_ZSTD;
+      }
+      if (!(word & PLANE_ZSTD)) blk__copy(at, from, plane);
     }
-    if (!(word & PLANE_ZSTD)) blk__copy(at, from, plane);
     store_le32(dst + 4 * j, word);
     at += word & ~PLANE_ZSTD;
   }
-  blk__copy(at, src + es * plane, tail);
+  blk__copy(at, c->scratch + es * plane, tail);
   *size = (size_t)(at + tail - dst);
   return 0;
 }
@@ -201,14 +221,14 @@ int blk__codec_encode(blk__codec *c, blk_buffer *out, const void *raw, size_t n,
   }
 
   size_t es = elem_size >= 2 && n / elem_size >= 2 ? elem_size : 0;
+  const int planes = by_planes(n, es);
   const void *src = raw;
-  if (es) {
+  if (es && !planes) { /* (encode_planes shuffles its own way) */
     rc = scratch_reserve(c, n);
     if (rc) goto fail;
     blk__shuffle(c->scratch, raw, n, es);
     src = c->scratch;
   }
-  const int planes = by_planes(n, es);
   size_t bound = ZSTD_compressBound(planes ? n / es : n);
   if (ZSTD_isError(bound) || bound < n / (planes ? es : 1)) {
     rc = blk__fail(BLK_EINVAL, "codec: %zu bytes is more than zstd can compress in one frame", n);

@@ -4,9 +4,10 @@
  * Layout: with m = n / es whole elements of es bytes, shuffled byte plane j
  * (0 <= j < es) is dst[j*m, (j+1)*m) and holds src[i*es + j] for i = 0..m-1;
  * the tail src[m*es, n) follows unchanged. unshuffle reads the same layout
- * back; its loops take each plane's address (blk__unshuffle passes
- * src + j*m, blk__unshuffle_planes wherever the planes are). One division
- * per call (m); none per byte.
+ * back. The loops take each plane's address (blk__shuffle and
+ * blk__unshuffle pass base + j*m, blk__shuffle_planes and
+ * blk__unshuffle_planes wherever the planes are). One division per call
+ * (m); none per byte.
  *
  * Loops: es 4 and 8 work on groups of 8 elements held in 64-bit registers:
  * 4 (or 8) words of elements are transposed into 4 (or 8) words of byte
@@ -123,17 +124,18 @@ static inline void store16(unsigned char *p, __m128i v) {
     SWAP(b, d, M32, 32);         \
   } while (0)
 
-static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
+static void shuffle4(unsigned char *const *planes, const unsigned char *restrict src, size_t m) {
+  unsigned char *p0 = planes[0], *p1 = planes[1], *p2 = planes[2], *p3 = planes[3];
   size_t i = 0;
 #if defined(__SSE2__)
   for (; i + 16 <= m; i += 16) {
     const unsigned char *e = src + 4 * i;
     __m128i r0 = load16(e), r1 = load16(e + 16), r2 = load16(e + 32), r3 = load16(e + 48);
     for (int k = 0; k < 4; k++) STAGE4(r0, r1, r2, r3);
-    store16(dst + i, r0);
-    store16(dst + m + i, r1);
-    store16(dst + 2 * m + i, r2);
-    store16(dst + 3 * m + i, r3);
+    store16(p0 + i, r0);
+    store16(p1 + i, r1);
+    store16(p2 + i, r2);
+    store16(p3 + i, r3);
   }
 #endif
   for (; i + 8 <= m; i += 8) {
@@ -141,13 +143,15 @@ static void shuffle4(unsigned char *restrict dst, const unsigned char *restrict 
     uint64_t a = blk__load_le64(s), b = blk__load_le64(s + 8);
     uint64_t c = blk__load_le64(s + 16), d = blk__load_le64(s + 24);
     TRANSPOSE4(a, b, c, d);
-    blk__store_le64(dst + i, a);
-    blk__store_le64(dst + m + i, c);
-    blk__store_le64(dst + 2 * m + i, b);
-    blk__store_le64(dst + 3 * m + i, d);
+    blk__store_le64(p0 + i, a);
+    blk__store_le64(p1 + i, c);
+    blk__store_le64(p2 + i, b);
+    blk__store_le64(p3 + i, d);
   }
-  for (; i < m; i++)
-    for (size_t j = 0; j < 4; j++) dst[j * m + i] = src[4 * i + j];
+  for (; i < m; i++) {
+    const unsigned char *e = src + 4 * i;
+    p0[i] = e[0], p1[i] = e[1], p2[i] = e[2], p3[i] = e[3];
+  }
 }
 
 static void unshuffle4(unsigned char *restrict dst, const unsigned char *const *planes, size_t m) {
@@ -181,7 +185,9 @@ static void unshuffle4(unsigned char *restrict dst, const unsigned char *const *
   }
 }
 
-static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict src, size_t m) {
+static void shuffle8(unsigned char *const *planes, const unsigned char *restrict src, size_t m) {
+  unsigned char *p0 = planes[0], *p1 = planes[1], *p2 = planes[2], *p3 = planes[3];
+  unsigned char *p4 = planes[4], *p5 = planes[5], *p6 = planes[6], *p7 = planes[7];
   size_t i = 0;
 #if defined(__SSE2__)
   for (; i + 16 <= m; i += 16) {
@@ -189,15 +195,14 @@ static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict 
     __m128i r0 = load16(e), r1 = load16(e + 16), r2 = load16(e + 32), r3 = load16(e + 48);
     __m128i r4 = load16(e + 64), r5 = load16(e + 80), r6 = load16(e + 96), r7 = load16(e + 112);
     for (int k = 0; k < 4; k++) STAGE8(r0, r1, r2, r3, r4, r5, r6, r7);
-    unsigned char *d = dst + i;
-    store16(d, r0);
-    store16(d + m, r1);
-    store16(d + 2 * m, r2);
-    store16(d + 3 * m, r3);
-    store16(d + 4 * m, r4);
-    store16(d + 5 * m, r5);
-    store16(d + 6 * m, r6);
-    store16(d + 7 * m, r7);
+    store16(p0 + i, r0);
+    store16(p1 + i, r1);
+    store16(p2 + i, r2);
+    store16(p3 + i, r3);
+    store16(p4 + i, r4);
+    store16(p5 + i, r5);
+    store16(p6 + i, r6);
+    store16(p7 + i, r7);
   }
 #endif
   for (; i + 8 <= m; i += 8) {
@@ -207,18 +212,20 @@ static void shuffle8(unsigned char *restrict dst, const unsigned char *restrict 
     uint64_t w4 = blk__load_le64(s + 32), w5 = blk__load_le64(s + 40);
     uint64_t w6 = blk__load_le64(s + 48), w7 = blk__load_le64(s + 56);
     TRANSPOSE8(w0, w1, w2, w3, w4, w5, w6, w7);
-    unsigned char *d = dst + i;
-    blk__store_le64(d, w0);
-    blk__store_le64(d + m, w1);
-    blk__store_le64(d + 2 * m, w2);
-    blk__store_le64(d + 3 * m, w3);
-    blk__store_le64(d + 4 * m, w4);
-    blk__store_le64(d + 5 * m, w5);
-    blk__store_le64(d + 6 * m, w6);
-    blk__store_le64(d + 7 * m, w7);
+    blk__store_le64(p0 + i, w0);
+    blk__store_le64(p1 + i, w1);
+    blk__store_le64(p2 + i, w2);
+    blk__store_le64(p3 + i, w3);
+    blk__store_le64(p4 + i, w4);
+    blk__store_le64(p5 + i, w5);
+    blk__store_le64(p6 + i, w6);
+    blk__store_le64(p7 + i, w7);
   }
-  for (; i < m; i++)
-    for (size_t j = 0; j < 8; j++) dst[j * m + i] = src[8 * i + j];
+  for (; i < m; i++) {
+    const unsigned char *e = src + 8 * i;
+    p0[i] = e[0], p1[i] = e[1], p2[i] = e[2], p3[i] = e[3];
+    p4[i] = e[4], p5[i] = e[5], p6[i] = e[6], p7[i] = e[7];
+  }
 }
 
 static void unshuffle8(unsigned char *restrict dst, const unsigned char *const *planes, size_t m) {
@@ -264,13 +271,24 @@ static void unshuffle8(unsigned char *restrict dst, const unsigned char *const *
   }
 }
 
-static void shuffle_any(unsigned char *restrict dst, const unsigned char *restrict src, size_t m,
+static void shuffle_any(unsigned char *const *planes, const unsigned char *restrict src, size_t m,
                         size_t es) {
   for (size_t j = 0; j < es; j++) {
-    unsigned char *d = dst + j * m;
+    unsigned char *d = planes[j];
     const unsigned char *s = src + j;
     for (size_t i = 0; i < m; i++) d[i] = s[i * es];
   }
+}
+
+/* m elements at src into plane j of es at planes[j], m bytes each. */
+static void shuffle_planes(unsigned char *const *planes, const unsigned char *src, size_t m,
+                           size_t es) {
+  if (es == 4)
+    shuffle4(planes, src, m);
+  else if (es == 8)
+    shuffle8(planes, src, m);
+  else
+    shuffle_any(planes, src, m, es);
 }
 
 static void unshuffle_any(unsigned char *restrict dst, const unsigned char *const *planes, size_t m,
@@ -303,13 +321,24 @@ void blk__shuffle(void *dst, const void *src, size_t n, size_t elem_size) {
   }
   unsigned char *d = dst;
   const unsigned char *s = src;
-  if (es == 4)
-    shuffle4(d, s, m);
-  else if (es == 8)
-    shuffle8(d, s, m);
-  else
-    shuffle_any(d, s, m, es);
+  if (es <= BLK__SHUFFLE_PLANES_MAX) {
+    unsigned char *planes[BLK__SHUFFLE_PLANES_MAX];
+    for (size_t j = 0; j < es; j++) planes[j] = d + j * m;
+    shuffle_planes(planes, s, m, es);
+  } else {
+    for (size_t j = 0; j < es; j++) {
+      unsigned char *p = d + j * m;
+      for (size_t i = 0; i < m; i++) p[i] = s[i * es + j];
+    }
+  }
   memcpy(d + m * es, s + m * es, n - m * es);
+}
+
+void blk__shuffle_planes(unsigned char *const *planes, void *tail, const void *src, size_t n,
+                         size_t elem_size) {
+  size_t m = n / elem_size;
+  shuffle_planes(planes, src, m, elem_size);
+  memcpy(tail, (const unsigned char *)src + m * elem_size, n - m * elem_size);
 }
 
 void blk__unshuffle(void *dst, const void *src, size_t n, size_t elem_size) {

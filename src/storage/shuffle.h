@@ -24,12 +24,15 @@
 void blk__shuffle(void *dst, const void *src, size_t n, size_t elem_size);
 void blk__unshuffle(void *dst, const void *src, size_t n, size_t elem_size);
 
-/* blk__unshuffle from planes that need not be contiguous: plane j (n /
- * elem_size bytes) at planes[j], the last n % elem_size bytes at tail;
- * elem_size 2..BLK__SHUFFLE_PLANES_MAX. So a decoder unshuffles planes
- * stored raw where they lie, without first copying them next to the ones
- * it decompressed. None of them may overlap dst. */
+/* The same with planes that need not lie together: plane j (n / elem_size
+ * bytes) at planes[j], the last n % elem_size bytes at tail; elem_size
+ * 2..BLK__SHUFFLE_PLANES_MAX. So an encoder shuffles a plane it keeps raw
+ * straight to its place in the encoding, and a decoder unshuffles it from
+ * there, neither copying it next to the planes zstd works on. None of them
+ * may overlap src (shuffle) or dst (unshuffle). */
 #define BLK__SHUFFLE_PLANES_MAX 16
+void blk__shuffle_planes(unsigned char *const *planes, void *tail, const void *src, size_t n,
+                         size_t elem_size);
 void blk__unshuffle_planes(void *dst, const unsigned char *const *planes, const void *tail,
                            size_t n, size_t elem_size);
 

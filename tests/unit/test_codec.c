@@ -412,6 +412,62 @@ static void test_planes(blk__codec *c, blk__codec *dec) {
   free(p);
 }
 
+/* Planes kept raw and planes compressed in any order: 'N' noise (raw by its
+ * sample), 'C' compressible (a frame), 'S' noise but for the 32 KiB in the
+ * middle that the sample reads (the sample pays, the frame does not: raw
+ * after trying). The encoder shuffles the raw planes that lead straight
+ * into the encoding and copies the others from scratch; every layout must
+ * say what each plane is, add up, and decode to the input. */
+static void test_planes_layouts(blk__codec *c, blk__codec *dec) {
+  const size_t count = (size_t)1 << 19, sample = 32768, mid = (count - sample) / 2;
+  const char *layouts[] = {"NNCC", "CNCN",     "NCNS",     "SNNC",     "CCCN",     "NNNC",
+                           "SCCS", "NNNNNNCC", "CNNNNNNN", "NSCNSCNN", "NNCNNCNN", "NNCSNC"};
+  uint8_t *p = malloc(count * 8 + 8);
+  CHECK(p);
+  for (size_t l = 0; l < sizeof layouts / sizeof *layouts; l++) {
+    const char *kind = layouts[l];
+    const size_t es = strlen(kind), tail = l % 3 == 0 ? 0 : es - 1, n = count * es + tail;
+    for (size_t i = 0; i < count; i++)
+      for (size_t j = 0; j < es; j++) {
+        uint8_t noise = (uint8_t)(rand64() >> 40);
+        int quiet = kind[j] == 'C' || (kind[j] == 'S' && i >= mid && i < mid + sample);
+        p[i * es + j] = quiet ? (uint8_t)((i >> 9) + j) : noise;
+      }
+    for (size_t t = 0; t < tail; t++) p[count * es + t] = (uint8_t)(t * 37 + 1);
+    blk_buffer out = BLK_BUFFER_INIT;
+    uint32_t fmt = 0;
+    CHECK_OK(blk__codec_encode(c, &out, p, n, es, &fmt));
+    CHECK_MSG(fmt == (BLK__CODEC_PLANES | (uint32_t)es << 8), "layout %s: format 0x%08x", kind,
+              fmt);
+    size_t sum = 4 * es + tail;
+    for (size_t j = 0; j < es; j++) {
+      const uint8_t *w = out.data + 4 * j;
+      uint32_t word =
+          (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+      CHECK_MSG(kind[j] == 'C' ? (word >> 31) == 1 && (word & 0x7FFFFFFFu) * 1.1 <= (double)count
+                               : word == count,
+                "layout %s plane %zu: word 0x%08x", kind, j, word);
+      sum += word & 0x7FFFFFFFu;
+    }
+    CHECK_EQ_INT(out.size, sum);
+    /* The raw planes hold the plane's bytes, where the words put them. */
+    const uint8_t *at = out.data + 4 * es;
+    for (size_t j = 0; j < es; j++) {
+      const uint8_t *w = out.data + 4 * j;
+      uint32_t word =
+          (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+      if (!(word >> 31))
+        for (size_t i = 0; i < count; i += 1 + i / 1000)
+          CHECK_MSG(at[i] == p[i * es + j], "layout %s raw plane %zu byte %zu", kind, j, i);
+      at += word & 0x7FFFFFFFu;
+    }
+    CHECK(memcmp(at, p + count * es, tail) == 0);
+    round_trip(c, dec, p, n, es, NULL);
+    blk_buffer_free(&out);
+  }
+  free(p);
+}
+
 /* A PLANES encoding that lies: every lie is BLK_ECORRUPT with the raw bytes
  * zeroed, never a read or write out of bounds. */
 static void test_planes_corrupt(blk__codec *c) {
@@ -490,6 +546,7 @@ int main(void) {
   blk__codec *c = NULL;
   CHECK_OK(blk__codec_create(&c, BLK__CODEC_DEFAULT_LEVEL));
   test_corrupt(c);
+  test_planes_layouts(c, dec);
   test_planes_corrupt(c);
   blk__codec_destroy(c);
   blk__codec_destroy(dec);
