@@ -60,11 +60,11 @@ struct rstate;
 typedef struct rblock {
   struct rstate *s;
   int lid, gid;
-  int round;      /* the round it is waiting for or running; R+1 when finished */
-  int busy;       /* handed to the scheduler, until finish() */
-  int with_block; /* this round's callback gets the block (it is pinned) */
-  int failed;     /* from this round on: runs nothing, sends failed messages */
-  int skipping;   /* in the list of failed blocks to move on */
+  int round;          /* the round it is waiting for or running; R+1 when finished */
+  int busy;           /* handed to the scheduler, until finish() */
+  int with_block;     /* this round's callback gets the block (it is pinned) */
+  int failed;         /* from this round on: runs nothing, sends failed messages */
+  int skipping;       /* in the list of failed blocks to move on */
   int refs_in_flight; /* references it sent to other ranks, not complete (hold_for_refs) */
   int held;           /* in the list of blocks waiting for them (see mark_ready) */
   int nin, nout, cap_in, cap_out;
@@ -73,6 +73,10 @@ typedef struct rblock {
   blk__record *in_rec; /* out-of-core: in queues spilled while the block is out */
   unsigned char *filled;
   int arrived;
+  /* Out of core (needed_next): the block of this rank that it waits for
+   * and that runs last in the plan, found in round wait_round (-1: not
+   * looked for since the block moved on); -1 if none. */
+  int wait_lid, wait_round;
   pending_msg *pending;
   size_t npending, cap_pending;
   size_t kept; /* bytes of its messages kept in memory while it was out */
@@ -234,6 +238,7 @@ static void advance(rstate *s, rblock *b, int round) {
   while (round <= s->rounds && !blk_partners_active(s->p, round, b->gid)) round++;
   b->round = round;
   b->arrived = 0;
+  b->wait_round = -1;
   if (round > s->rounds) {
     b->nin = b->nout = 0;
     s->finished++;
@@ -899,9 +904,31 @@ static uint64_t plan_time(const rstate *s, const reduce_keep *k, int lid) {
          (uint64_t)k->place[(size_t)f * (size_t)s->nblocks + (size_t)lid];
 }
 
+/* The block of this rank that lid waits for in its round and that runs
+ * last in the plan: one that has not run the round before (its message
+ * cannot have come), found again only when the one found has run, so a
+ * direct exchange's receiver, whose senders run in the plan's order, looks
+ * through its in-partners about once a round. -1: none. */
+static int last_awaited(rstate *s, const reduce_keep *k, rblock *b) {
+  if (b->wait_round == b->round && (b->wait_lid < 0 || s->rb[b->wait_lid].round < b->round))
+    return b->wait_lid;
+  int last = -1;
+  uint64_t last_time = 0;
+  for (int i = 0; i < b->nin; i++) {
+    if (b->filled[i]) continue;
+    int j = blk__table_lid(&s->m->table, b->in_gids[i]);
+    if (j < 0 || j == b->lid || s->rb[j].round >= b->round) continue;
+    uint64_t t = plan_time(s, k, j);
+    if (last < 0 || t > last_time) last = j, last_time = t;
+  }
+  b->wait_lid = last;
+  b->wait_round = b->round;
+  return last;
+}
+
 static uint64_t needed_next(void *ctx, int lid) {
-  const rstate *s = ctx;
-  const rblock *b = &s->rb[lid];
+  rstate *s = ctx;
+  rblock *b = &s->rb[lid];
   if (b->round > s->rounds) return UINT64_MAX;
   const reduce_keep *k = s->keep;
   if (!k->place) return 1 + (uint64_t)(s->rounds - b->round);
@@ -911,14 +938,10 @@ static uint64_t needed_next(void *ctx, int lid) {
    * block has, not at its own place; taken as sooner, it held its place
    * while the next sender waited, one send at a time. */
   uint64_t when = plan_time(s, k, lid);
-  for (int i = 0; i < b->nin; i++) {
-    if (b->filled[i]) continue;
-    int j = blk__table_lid(&s->m->table, b->in_gids[i]);
-    if (j < 0 || j == lid || s->rb[j].round > s->rounds) continue;
-    uint64_t t = plan_time(s, k, j);
-    if (t > when) when = t;
-  }
-  return when;
+  if (b->arrived >= b->nin) return when;
+  int j = last_awaited(s, k, b);
+  uint64_t t = j < 0 ? 0 : plan_time(s, k, j);
+  return t > when ? t : when;
 }
 
 /* Whether lid's block waits for a message from a block on another rank, for
