@@ -893,11 +893,8 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
   free(place);
 }
 
-/* When lid's block is needed next, for the budget and the scheduler
- * (schedule.h): a block that is done is not needed again; the others in
- * the plan's order (its phase, then its place in it), or, without a plan,
- * one waiting in a later round sooner, since the latest round runs first
- * (depth_first). */
+/* Where lid's block comes in the plan for its round: its phase, then its
+ * place in the phase's order. */
 static uint64_t plan_time(const rstate *s, const reduce_keep *k, int lid) {
   int f = k->phase[s->rb[lid].round];
   return (uint64_t)f * (uint64_t)s->nblocks +
@@ -926,6 +923,11 @@ static int last_awaited(rstate *s, const reduce_keep *k, rblock *b) {
   return last;
 }
 
+/* When lid's block is needed next, for the budget and the scheduler
+ * (schedule.h): a block that is done is not needed again; the others in
+ * the plan's order (plan_time), but not before the last block of this rank
+ * they wait for (last_awaited); without a plan, one waiting in a later
+ * round sooner, since the latest round runs first (depth_first). */
 static uint64_t needed_next(void *ctx, int lid) {
   rstate *s = ctx;
   rblock *b = &s->rb[lid];
