@@ -659,8 +659,15 @@ int main(int argc, char **argv) {
           step.lo, step.hi);
     else
       printf("MPI's eager step: none found%s\n", size < 2 ? " (one rank)" : "");
-    fprintf(out, "# MPI's eager step: between %zu and %zu bytes (0: none found)\n", step.lo,
-            step.hi);
+    /* For blk: PIPELINED_TREE's default segment sits just below it
+     * (blk/arrays.h, BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS). */
+    if (step.lo)
+      fprintf(out,
+              "# MPI's eager step: messages of lo bytes go at once, of hi after a "
+              "handshake\neager-step %zu %zu\n",
+              step.lo, step.hi);
+    else
+      fprintf(out, "# MPI's eager step: none found\n");
   }
   size_t most = sizes[nsizes - 1] / sizeof(float);
   double alpha[MAX_BPR][NALGS], beta[MAX_BPR][NALGS];

@@ -128,6 +128,12 @@ typedef enum blk_arrays_algorithm {
  * TREE's two messages in series (at 256 KiB, 2 ranks, two segments took
  * 0.92 of MPI's time, one 1.46), and 16 KiB ones lose to their rounds. */
 #define BLK_ARRAYS_PIPELINE_MIN_BYTES 32768
+/* ... unless the master's tuning file gives MPI's eager step (blk-tune's
+ * eager-step line, master.h): then an array of at most this many segments
+ * just below the step goes in those, each one MPI message that needs no
+ * handshake (64 KiB at 2 ranks here: 8 segments of 8 KiB took 1.04-1.09 of
+ * MPI_Allreduce's time with its agreement, two of 32 KiB 1.28). */
+#define BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS 8
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers PIPELINED_TREE
  * to TREE with several blocks per rank on several ranks, in core (see

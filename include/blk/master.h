@@ -178,7 +178,9 @@ typedef struct blk_master_config {
  * all-reduce algorithm measured fastest for the job's ranks, blocks, k and
  * array size (blk/arrays.h); for a rank count the file has no measurement
  * of, the one its cost-model line (blk-tune's fitted blk_cost_model)
- * predicts fastest; without either, blk's built-in rules. */
+ * predicts fastest; without either, blk's built-in rules. Its eager-step
+ * line (MPI's eager limit, as blk-tune finds it) sets PIPELINED_TREE's
+ * default segment for small arrays (blk/arrays.h). */
 
 /* threads = BLK_THREADS_AUTO (the default): as many threads as this rank has
  * processors to itself, counted when the master is created: each processor

@@ -31,6 +31,8 @@ struct blk__tuning {
   size_t n, cap;
   int has_model;
   double model[BLK__TUNING_CONSTANTS];
+  int has_eager;
+  size_t eager_lo, eager_hi;
 };
 
 void blk__tuning_free(blk__tuning *t) {
@@ -82,6 +84,19 @@ static const char *cost_model_line(blk__tuning *t, char w[][64], int nw, int mor
   return NULL;
 }
 
+/* The words of an "eager-step" line; NULL or why not. */
+static const char *eager_step_line(blk__tuning *t, char w[][64], int nw, int more) {
+  int lo = 0, hi = 0;
+  if (t->has_eager) return "a second eager-step line";
+  if (nw != 3 || more) return "expected: eager-step lo hi";
+  if (!to_int(w[1], 1, &lo) || !to_int(w[2], 2, &hi) || hi <= lo)
+    return "eager-step's sizes must be whole numbers of bytes, 1 <= lo < hi";
+  t->eager_lo = (size_t)lo;
+  t->eager_hi = (size_t)hi;
+  t->has_eager = 1;
+  return NULL;
+}
+
 static int add(blk__tuning *t, const row *r) {
   if (t->n == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 64;
@@ -122,6 +137,9 @@ int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const cha
     } else if (!strcmp(w[0], "cost-model")) {
       const char *why = cost_model_line(t, w, nw, more);
       if (why) rc = blk__fail(BLK_EINVAL, "tuning: %s line %d: %s", label, lineno, why);
+    } else if (!strcmp(w[0], "eager-step")) {
+      const char *why = eager_step_line(t, w, nw, more);
+      if (why) rc = blk__fail(BLK_EINVAL, "tuning: %s line %d: %s", label, lineno, why);
     } else {
       row r;
       memset(&r, 0, sizeof r);
@@ -150,8 +168,9 @@ int blk__tuning_parse(blk__tuning **out, const char *text, size_t len, const cha
     start = end + 1;
   }
   if (!rc && !header) rc = blk__fail(BLK_EINVAL, "tuning: %s is empty", label);
-  if (!rc && t->n == 0 && !t->has_model)
-    rc = blk__fail(BLK_EINVAL, "tuning: %s holds no measurement and no cost model", label);
+  if (!rc && t->n == 0 && !t->has_model && !t->has_eager)
+    rc = blk__fail(BLK_EINVAL, "tuning: %s holds no measurement, no cost model and no eager step",
+                   label);
   if (rc) {
     blk__tuning_free(t);
     return rc;
@@ -220,5 +239,12 @@ int blk__tuning_best(const blk__tuning *t, int ranks, int blocks, int k, double 
 int blk__tuning_cost_model(const blk__tuning *t, double *c) {
   if (!t || !t->has_model) return 0;
   for (int j = 0; j < BLK__TUNING_CONSTANTS; j++) c[j] = t->model[j];
+  return 1;
+}
+
+int blk__tuning_eager_step(const blk__tuning *t, size_t *lo, size_t *hi) {
+  if (!t || !t->has_eager) return 0;
+  *lo = t->eager_lo;
+  *hi = t->eager_hi;
   return 1;
 }

@@ -10,6 +10,9 @@
  * most one line may give blk_cost_model's constants (seconds, >= 0), which
  * blk-tune fits:
  *     cost-model <alpha> <beta> <callback> <local> <gamma>
+ * and at most one MPI's eager step, as blk-tune finds it: a message of lo
+ * bytes goes at once, one of hi bytes after a handshake (1 <= lo < hi):
+ *     eager-step <lo> <hi>
  *
  * The choice (blk__tuning_best): among the lines with the job's rank count,
  * the (blocks, k) measured nearest to the job's (k equal first, then blocks
@@ -44,6 +47,10 @@ void blk__tuning_free(blk__tuning *t);
  * this rank count or none of these names there. */
 int blk__tuning_best(const blk__tuning *t, int ranks, int blocks, int k, double bytes,
                      const char *const *names, int nnames);
+
+/* The eager-step line's bracket into *lo and *hi, and 1; 0 if the file has
+ * none. */
+int blk__tuning_eager_step(const blk__tuning *t, size_t *lo, size_t *hi);
 
 /* Copies the file's cost-model constants (alpha, beta, callback, local,
  * gamma) to c[0, BLK__TUNING_CONSTANTS) and returns 1; 0 if it has none. */

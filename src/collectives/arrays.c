@@ -50,6 +50,7 @@
 #include "patterns/partners_folded.h"
 #include "patterns/partners_pipeline.h"
 #include "patterns/partners_ring.h"
+#include "runtime/comm.h"
 #include "runtime/proxy_state.h"
 
 typedef struct job {
@@ -1020,7 +1021,7 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   if (!back) return rc;
   job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
   fold_job(&j, width, 0);
-  j.goff = j.off;                              /* the gather folds first too */
+  j.goff = j.off; /* the gather folds first too */
   return gather(m, a, back, &j);
 }
 
@@ -1224,15 +1225,32 @@ static void *place_segment(void *block, int gid, int src, int round, size_t byte
   return array_of(&pj->j, block, gid) + from * pj->j.elem;
 }
 
+/* With MPI's eager step known (the tuning file's eager-step line): the
+ * largest segment whose message still goes at once, header and all, and
+ * within what comm sends inline; 0 if unknown. A segment that needs MPI's
+ * handshake costs a round of about 10 us here, one that does not 1-2 us,
+ * so below the step eight segments pay where two do not. */
+static size_t eager_segment(const blk_master *m) {
+  size_t lo = 0, hi = 0;
+  if (!m->tuning || !blk__tuning_eager_step(m->tuning, &lo, &hi)) return 0;
+  if (lo <= sizeof(blk__msg)) return 0;
+  size_t seg = lo - sizeof(blk__msg);
+  return seg < BLK__COMM_INLINE_BYTES ? seg : BLK__COMM_INLINE_BYTES;
+}
+
 /* The segments of the pipelined tree: enough that none is over the segment
  * size (one for one block, which sends nothing); 0 when they would pass
  * RING_MAX_ROUNDS. The default segment is also at most half the array
  * down to BLK_ARRAYS_PIPELINE_MIN_BYTES: with one segment the pipeline is
- * TREE's two messages in series. */
-static int pipe_segments(const blk_arrays *spec, size_t elem, int n) {
+ * TREE's two messages in series. An array of at most
+ * BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS eager segments goes in those. */
+static int pipe_segments(const blk_master *m, const blk_arrays *spec, size_t elem, int n) {
   if (n < 2) return 1;
   size_t half = spec->count * elem / 2, seg = BLK_ARRAYS_PIPELINE_SEGMENT_BYTES;
   if (half < seg) seg = half > BLK_ARRAYS_PIPELINE_MIN_BYTES ? half : BLK_ARRAYS_PIPELINE_MIN_BYTES;
+  size_t eager = eager_segment(m);
+  if (eager >= elem && spec->count * elem <= BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS * eager)
+    seg = eager;
   if (spec->version >= 2 && spec->segment) seg = spec->segment;
   size_t per = seg / elem ? seg / elem : 1; /* elements a segment */
   size_t S = spec->count / per + (spec->count % per != 0);
@@ -1243,7 +1261,7 @@ static int pipe_segments(const blk_arrays *spec, size_t elem, int n) {
 static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
                                      size_t elem) {
   static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0};
-  int n = blk_assigner_nblocks(a), S = pipe_segments(spec, elem, n), rc = BLK_OK;
+  int n = blk_assigner_nblocks(a), S = pipe_segments(m, spec, elem, n), rc = BLK_OK;
   if (!S)
     return blk__fail(BLK_EINVAL,
                      "arrays: segments of %zu bytes over %zu elements take more than %d rounds",

@@ -42,9 +42,6 @@ enum { TAG_HEADER = 1, TAG_PAYLOAD = 2 };
 /* blk-tune places sizes around MPI's eager step by it (bench/blk_tune.c). */
 _Static_assert(sizeof(blk__msg) == 32, "a message header is 32 bytes");
 
-/* Payloads up to this size ride inside the header message (one copy each
- * side, cheaper than a second message latency). */
-#define EAGER_BYTES ((size_t)16384)
 /* The largest piece of a payload: MPI counts are int. */
 #define PIECE_BYTES ((size_t)1 << 30)
 /* Sent records kept for the next sends: an operation's few messages then
@@ -78,7 +75,7 @@ struct blk__comm {
   recv_rec **recvs;
   size_t nrecvs, cap_recvs;
   size_t unmatched;
-  unsigned char *scratch;   /* header receive buffer, EAGER_BYTES + header */
+  unsigned char *scratch;   /* header receive buffer, BLK__COMM_INLINE_BYTES + header */
   blk__buffer_cache *cache; /* where payload storage comes from and goes */
   size_t ref_sends;         /* sends from memory blk does not own, not complete */
   size_t placed_recvs;      /* receives into memory a place function gave, not complete */
@@ -100,7 +97,7 @@ int blk__comm_check(int mpi_rc, const char *what) {
 int blk__comm_create(blk__comm **out, MPI_Comm comm, blk__buffer_cache *cache) {
   *out = NULL;
   blk__comm *c = blk__calloc(1, sizeof *c);
-  unsigned char *scratch = blk__malloc(sizeof(blk__msg) + EAGER_BYTES);
+  unsigned char *scratch = blk__malloc(sizeof(blk__msg) + BLK__COMM_INLINE_BYTES);
   if (!c || !scratch) {
     free(c);
     free(scratch);
@@ -227,7 +224,7 @@ void blk__comm_counts_get(const blk__comm *c, blk__comm_counts *out) {
 }
 
 static int npieces(size_t size) {
-  return size <= EAGER_BYTES ? 0 : (int)((size + PIECE_BYTES - 1) / PIECE_BYTES);
+  return size <= BLK__COMM_INLINE_BYTES ? 0 : (int)((size + PIECE_BYTES - 1) / PIECE_BYTES);
 }
 
 /* Makes room for one more pointer in an array, doubling, so that a record
@@ -356,7 +353,7 @@ static void receive_header(blk__comm *c, blk__deliver_fn deliver, blk__place_fn 
   if (!flag) return;
   *got = 1;
   MPI_Get_count(&st, MPI_BYTE, &count);
-  if (count < (int)sizeof(blk__msg) || (size_t)count > sizeof(blk__msg) + EAGER_BYTES)
+  if (count < (int)sizeof(blk__msg) || (size_t)count > sizeof(blk__msg) + BLK__COMM_INLINE_BYTES)
     blk__panic("comm: a header of %d bytes from rank %d is not a blk header", count, st.MPI_SOURCE);
   rc = MPI_Mrecv(c->scratch, count, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) broken(rc, "MPI_Mrecv", st.MPI_SOURCE);

@@ -45,6 +45,11 @@ typedef struct blk__msg {
   int64_t size;    /* payload bytes */
 } blk__msg;
 
+/* Payloads up to this size ride inside the header message: one MPI
+ * message of sizeof(blk__msg) + size bytes, one copy each side, cheaper
+ * than a second message latency. */
+#define BLK__COMM_INLINE_BYTES ((size_t)16384)
+
 typedef struct blk__comm blk__comm;
 
 /* Called for every message that has fully arrived. A large payload comes

@@ -117,6 +117,14 @@ static void expect(blk_arrays_algorithm got, blk_arrays_algorithm want, const ch
   CHECK_MSG(got == want, "%s: AUTO picked %s, the file says %s", what, name_of(got), name_of(want));
 }
 
+/* A master's log: the rounds of the last "arrays" operation's info line. */
+static void count_rounds(blk_log_level level, const char *line, void *user) {
+  const char *at = strstr(line, " rounds");
+  if (level != BLK_LOG_INFO || !strstr(line, "arrays") || !at) return;
+  while (at > line && at[-1] >= '0' && at[-1] <= '9') at--;
+  *(int *)user = atoi(at);
+}
+
 /* The checks on files written here. */
 static void own_files(void) {
   int size, rank;
@@ -255,6 +263,41 @@ static void own_files(void) {
   unmake(m, a, blocks);
   unsetenv("BLK_TUNING");
 
+  /* MPI's eager step alone: PIPELINED_TREE cuts an array of at most
+   * BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS segments just below it into those
+   * (2080 - 32 bytes of header: 512 floats, 8 segments of 4096 floats)
+   * where it sends it whole without the file (16 KiB is under
+   * BLK_ARRAYS_PIPELINE_MIN_BYTES); the sums are right either way, and the
+   * operation's info line says 7 rounds more. */
+  snprintf(text, sizeof text, "blk-tuning 1\neager-step 2080 2200\n");
+  write_file(model, text);
+  int rounds[2] = {0, 0};
+  for (int with = 0; with < 2; with++) {
+    blk_master_config lc = BLK_MASTER_CONFIG_INIT;
+    lc.threads = 1;
+    lc.tuning = with ? model : NULL;
+    lc.log = count_rounds;
+    lc.log_user = &rounds[with];
+    lc.log_level = BLK_LOG_INFO;
+    CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &lc));
+    CHECK_OK(blk_assigner_create_contiguous(&a, size, n2));
+    int gids[64], local = blk_assigner_local_gids(a, rank, gids, 64);
+    blocks = calloc((size_t)local, sizeof *blocks);
+    CHECK(blocks != NULL);
+    for (int i = 0; i < local; i++) {
+      blocks[i].gid = gids[i];
+      CHECK_OK(blk_master_add(m, gids[i], &blocks[i], NULL, 0));
+    }
+    spec.algorithm = BLK_ARRAYS_PIPELINED_TREE;
+    CHECK_OK(blk_master_foreach(m, fill, NULL));
+    CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
+    CHECK_OK(blk_master_foreach(m, verify, &n2));
+    unmake(m, a, blocks);
+  }
+  CHECK_MSG(rounds[0] > 0 && rounds[1] == rounds[0] + 7,
+            "PIPELINED_TREE ran %d rounds without the eager step, %d with it", rounds[0],
+            rounds[1]);
+
   /* Failures: the same code and detail on every rank, no master. */
   blk_log_set_level(BLK_LOG_NONE);
   m = (blk_master *)1;
@@ -282,6 +325,13 @@ static void own_files(void) {
        "line 2: a cost-model constant must be a number >= 0"},
       {"blk-tuning 1\ncost-model 1 2 3 4 5\ncost-model 1 2 3 4 5\n",
        "line 3: a second cost-model line"},
+      {"blk-tuning 1\neager-step 8000\n", "line 2: expected: eager-step lo hi"},
+      {"blk-tuning 1\neager-step 8000 9000 10000\n", "line 2: expected: eager-step lo hi"},
+      {"blk-tuning 1\neager-step 9000 8000\n", "line 2: eager-step's sizes must be whole"},
+      {"blk-tuning 1\neager-step 0 8000\n", "line 2: eager-step's sizes must be whole"},
+      {"blk-tuning 1\neager-step 8K 9K\n", "line 2: eager-step's sizes must be whole"},
+      {"blk-tuning 1\neager-step 8000 9000\neager-step 8000 9000\n",
+       "line 3: a second eager-step line"},
       {"", "is empty"},
   };
   for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++) {
