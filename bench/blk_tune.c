@@ -668,11 +668,15 @@ int main(int argc, char **argv) {
               step.lo, step.hi);
     else
       fprintf(out, "# MPI's eager step: none found\n");
+    fflush(out);
   }
+  /* The masters timed read the file as written so far, so PIPELINED_TREE
+   * is timed with the segments the finished file will give it. */
+  const char *timed_with = step.lo ? output : NULL;
   size_t most = sizes[nsizes - 1] / sizeof(float);
   double alpha[MAX_BPR][NALGS], beta[MAX_BPR][NALGS];
   for (int bi = 0; bi < nbpr; bi++) {
-    setup s = make_setup(size, bprs[bi], most, NULL);
+    setup s = make_setup(size, bprs[bi], most, timed_with);
     size_t msizes[MAX_MEASURED];
     int nm = measured_sizes(sizes, nsizes, step, k, s.n, msizes);
     double t[NALGS][MAX_MEASURED];
