@@ -129,11 +129,16 @@ typedef enum blk_arrays_algorithm {
  * 0.92 of MPI's time, one 1.46), and 16 KiB ones lose to their rounds. */
 #define BLK_ARRAYS_PIPELINE_MIN_BYTES 32768
 /* ... unless the master's tuning file gives MPI's eager step (blk-tune's
- * eager-step line, master.h): then an array of at most this many segments
- * just below the step goes in those, each one MPI message that needs no
- * handshake (64 KiB at 2 ranks here: 8 segments of 8 KiB took 1.04-1.09 of
- * MPI_Allreduce's time with its agreement, two of 32 KiB 1.28). */
+ * eager-step line, master.h) and the job has several ranks with at most
+ * BLK_ARRAYS_PIPELINE_EAGER_BLOCKS blocks each: then an array of at most
+ * this many segments just below the step goes in those, each one MPI
+ * message that needs no handshake (64 KiB at 2 ranks here: 8 segments of 8
+ * KiB took 0.94-1.09 of MPI_Allreduce's time with its agreement, two of 32
+ * KiB 1.28). With more blocks a rank the tree's rounds inside the rank
+ * weigh more, and they only gain rounds (1 rank x 8 blocks of 64 KiB: 27.5
+ * us against 16.5; 2 x 8: 50 against 41). */
 #define BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS 8
+#define BLK_ARRAYS_PIPELINE_EAGER_BLOCKS 4
 
 /* The array size (bytes) from which BLK_ARRAYS_AUTO prefers PIPELINED_TREE
  * to TREE with several blocks per rank on several ranks, in core (see

@@ -1243,12 +1243,19 @@ static size_t eager_segment(const blk_master *m) {
  * RING_MAX_ROUNDS. The default segment is also at most half the array
  * down to BLK_ARRAYS_PIPELINE_MIN_BYTES: with one segment the pipeline is
  * TREE's two messages in series. An array of at most
- * BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS eager segments goes in those. */
-static int pipe_segments(const blk_master *m, const blk_arrays *spec, size_t elem, int n) {
+ * BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS eager segments goes in those where the
+ * tree's rounds across ranks are what it waits for: on several ranks, each
+ * with at most BLK_ARRAYS_PIPELINE_EAGER_BLOCKS blocks (counted alike on
+ * every rank: the blocks over the ranks, rounded up). */
+static int pipe_segments(const blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                         size_t elem, int n) {
   if (n < 2) return 1;
   size_t half = spec->count * elem / 2, seg = BLK_ARRAYS_PIPELINE_SEGMENT_BYTES;
   if (half < seg) seg = half > BLK_ARRAYS_PIPELINE_MIN_BYTES ? half : BLK_ARRAYS_PIPELINE_MIN_BYTES;
-  size_t eager = eager_segment(m);
+  int ranks = blk_assigner_nranks(a);
+  size_t eager = ranks > 1 && (n + ranks - 1) / ranks <= BLK_ARRAYS_PIPELINE_EAGER_BLOCKS
+                     ? eager_segment(m)
+                     : 0;
   if (eager >= elem && spec->count * elem <= BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS * eager)
     seg = eager;
   if (spec->version >= 2 && spec->segment) seg = spec->segment;
@@ -1261,7 +1268,7 @@ static int pipe_segments(const blk_master *m, const blk_arrays *spec, size_t ele
 static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
                                      size_t elem) {
   static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0};
-  int n = blk_assigner_nblocks(a), S = pipe_segments(m, spec, elem, n), rc = BLK_OK;
+  int n = blk_assigner_nblocks(a), S = pipe_segments(m, a, spec, elem, n), rc = BLK_OK;
   if (!S)
     return blk__fail(BLK_EINVAL,
                      "arrays: segments of %zu bytes over %zu elements take more than %d rounds",
