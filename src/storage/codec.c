@@ -9,12 +9,14 @@
  * bound is never below n, so they fit) and the format says RAW. `out`'s
  * size moves only on success.
  *
- * Planes (codec.h): after the shuffle, each plane's middle SAMPLE bytes are
- * compressed first, into `out` where the plane's frame would go; a plane
- * whose sample is not PLANE_RATIO times smaller is copied raw, the rest
- * compressed whole (and copied raw after all when that did not pay). A
- * sample costs a thirty-second of a 1 MiB plane's compression, against
- * the whole compression a plane of noise would cost.
+ * Planes (codec.h): the middle SAMPLE elements are shuffled alone first and
+ * each of their planes compressed, into `out` where the frames will go; a
+ * plane whose sample is not PLANE_RATIO times smaller is stored raw, the
+ * rest compressed whole (and stored raw after all when that did not pay).
+ * Then the whole shuffle writes the raw planes that lead the encoding
+ * straight into `out` and the others into scratch. A sample costs a
+ * thirty-second of a 1 MiB plane's compression, against the whole
+ * compression a plane of noise would cost.
  *
  * Decode: the format is checked first (reserved bits, method, element size),
  * then sizes: a RAW encoding must be exactly raw_size bytes; a zstd frame
