@@ -4,7 +4,8 @@
  *
  * State, all guarded by p->lock unless noted:
  *   - two rings of the same capacity `cap`: `queue` holds submitted tasks not
- *     yet started (FIFO), `finished` holds the args of finished tasks not yet
+ *     yet started: first the `first_count` submitted first, then the others,
+ *     each in FIFO order; `finished` holds the args of finished tasks not yet
  *     collected, in completion order.
  *   - who waits: `sleeping` counts workers waiting on `work` (`signaled` of
  *     them were signaled and are not up yet), `driver_asleep` says the driver
@@ -117,6 +118,7 @@ struct blk__pool {
   size_t cap; /* capacity of both rings */
   task *queue;
   size_t queue_head, queue_count;
+  size_t first_count; /* of the queued, those at the head that were submitted first */
   finished_task *finished;
   size_t finished_head, finished_count;
   size_t outstanding;
@@ -214,6 +216,7 @@ static void worker_main(void *arg) {
       task t = p->queue[p->queue_head];
       p->queue_head = (p->queue_head + 1) % p->cap;
       p->queue_count--;
+      if (p->first_count) p->first_count--;
       if (t.woke) {
         average_in(&p->pickup_ns, blk__now_ns() - t.submitted);
         handoff_changed(p);
@@ -350,7 +353,7 @@ static int grow_rings(blk__pool *p) {
   return 0;
 }
 
-int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
+static int submit(blk__pool *p, void (*fn)(void *arg), void *arg, int first) {
   if (p->outstanding == p->cap) {
     int rc = grow_rings(p);
     if (rc != 0) return rc;
@@ -371,12 +374,29 @@ int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
    * without one waits for a busy worker, which says nothing about it). */
   int wake = p->sleeping > p->signaled && p->queue_count + 1 > (size_t)p->signaled;
   p->signaled += wake;
-  p->queue[(p->queue_head + p->queue_count) % p->cap] = (task){fn, arg, now, wake};
+  const task t = {fn, arg, now, wake};
+  if (first) { /* behind the others submitted first: their places move up one */
+    p->queue_head = (p->queue_head + p->cap - 1) % p->cap;
+    for (size_t k = 0; k < p->first_count; k++)
+      p->queue[(p->queue_head + k) % p->cap] = p->queue[(p->queue_head + k + 1) % p->cap];
+    p->queue[(p->queue_head + p->first_count) % p->cap] = t;
+    p->first_count++;
+  } else {
+    p->queue[(p->queue_head + p->queue_count) % p->cap] = t;
+  }
   p->queue_count++;
   if (wake) blk__cond_signal(p->work);
   blk__mutex_unlock(p->lock);
   p->may_spin = 1;
   return 0;
+}
+
+int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg) {
+  return submit(p, fn, arg, 0);
+}
+
+int blk__pool_submit_first(blk__pool *p, void (*fn)(void *arg), void *arg) {
+  return submit(p, fn, arg, 1);
 }
 
 size_t blk__pool_collect(blk__pool *p, void **done, size_t max, long timeout_ns) {

@@ -54,6 +54,12 @@ int blk__pool_nthreads(const blk__pool *p);
  * queues cannot grow (then fn is not run and nothing is queued). */
 int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg);
 
+/* blk__pool_submit, but the task starts before the tasks queued by
+ * blk__pool_submit (after those queued by this call before it): a
+ * reduction's later round, whose messages are in memory, ahead of the first
+ * round's blocks (runtime/schedule.c). */
+int blk__pool_submit_first(blk__pool *p, void (*fn)(void *arg), void *arg);
+
 /* Moves the args of up to max finished tasks into done[], in the order they
  * finished, and returns how many. If none has finished it waits until one
  * does or timeout_ns nanoseconds pass: timeout_ns == 0 does not wait,

@@ -242,6 +242,11 @@ static void advance(rstate *s, rblock *b, int round) {
   if (round > s->rounds) {
     b->nin = b->nout = 0;
     s->finished++;
+    /* Done: the storage its queues hold goes where other blocks' messages
+     * can take it (a merge's senders and roots kept theirs until the end
+     * of the operation, and every message of round 0 faulted in new pages). */
+    for (int i = 0; i < b->cap_in; i++) blk__buffer_cache_give(s->m->cache, &b->in[i]);
+    for (int i = 0; i < b->cap_out; i++) blk__buffer_cache_give(s->m->cache, &b->out[i]);
     if (b->npending && !b->failed)
       blk__panic(
           "%s %u: gid %d finished with %zu messages for rounds it never ran (round %d "

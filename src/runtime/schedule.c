@@ -375,6 +375,20 @@ static void read_ahead(blk__sched *s) {
   }
 }
 
+/* Hands lid's task to the pool. depth_first, a task of a later round than
+ * the tasks queued behind starts before them: in core every ready task goes
+ * to the pool at once, and a merge's roots, queued behind the other round-0
+ * blocks, ran only once all those had sent, each message in new storage
+ * (a merge of 64 blocks of 6.4 MB held 48 of them at once, and faulting
+ * them in was a quarter of its time). Run first, they hand the storage
+ * back (buffer cache) for the next group's messages. */
+static int submit(blk__sched *s, int lid) {
+  if (s->depth_first && s->running > 0 && s->round[lid] > s->back_round)
+    return blk__pool_submit_first(s->pool, run_task, &s->tasks[lid]);
+  s->back_round = s->round[lid];
+  return blk__pool_submit(s->pool, run_task, &s->tasks[lid]);
+}
+
 void blk__sched_pump(blk__sched *s) {
   int64_t handoff = -1; /* asked of the pool once per pump, when needed */
   int ooc = blk__budget_active(s->budget);
@@ -449,7 +463,7 @@ void blk__sched_pump(blk__sched *s) {
       }
       continue;
     }
-    if (!rc) rc = blk__pool_submit(s->pool, run_task, &s->tasks[lid]);
+    if (!rc) rc = submit(s, lid);
     if (rc) {
       tell(s, lid, rc);
       not_run(s, lid);

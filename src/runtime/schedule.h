@@ -38,6 +38,11 @@
  * time (it is measured long once it waits, and runs on a worker from then
  * on).
  *
+ * In core every task handed over goes to the pool at once; a reduction's
+ * (depth_first) task of a later round than those queued starts before them
+ * (blk__pool_submit_first), so a group's receiver runs as soon as its
+ * senders have, and gives their messages' storage back for the next group.
+ *
  * A task that does not need its block (all_to_all's forwarding rounds) is
  * run without loading it.
  *
@@ -147,7 +152,8 @@ typedef struct blk__sched {
    * they are still in the cache, instead of every ready block running
    * before any message moves. */
   int depth_first;
-  int top_round; /* depth_first: at least the latest round in ready, a hint */
+  int top_round;  /* depth_first: at least the latest round in ready, a hint */
+  int back_round; /* depth_first: the round of the last task queued behind the others */
   int yield;     /* depth_first: the driver just ran a long task */
   blk__task_kind kind;
   struct blk__task_costs *costs; /* the estimates, kept by the operation */

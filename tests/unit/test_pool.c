@@ -1,6 +1,7 @@
 /* test_pool: submit/collect at 1, 2 and 4 threads: every task runs once, on
- * the right threads, at most T at once, T at once when asked; timeouts; and
- * no wake-up lost around the spin-then-sleep waits. */
+ * the right threads, at most T at once, T at once when asked; timeouts; the
+ * order submit_first gives; and no wake-up lost around the spin-then-sleep
+ * waits. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdatomic.h>
@@ -355,6 +356,68 @@ static void check_handoffs(blk__pool *p) {
   free(h);
 }
 
+/* ---- submit_first: its tasks start first, each kind in submit order ---- */
+
+typedef struct gated {
+  atomic_int *open;    /* a gate task waits for it; NULL: an ordered task */
+  atomic_int *started; /* gates up */
+  atomic_int *next;    /* ordered tasks: the place of the next one to start */
+  int place;           /* where it started */
+} gated;
+
+static void gated_fn(void *arg) {
+  gated *g = arg;
+  if (g->open) {
+    atomic_fetch_add(g->started, 1);
+    CHECK_MSG(wait_for(g->open, 1), "a gate task was never opened");
+  } else {
+    g->place = atomic_fetch_add(g->next, 1);
+  }
+}
+
+/* The T workers are held by gate tasks while tasks queue up, submit and
+ * submit_first in turn (enough to grow the rings, and the head wraps as
+ * submit_first moves it back); then one gate opens, and that worker alone
+ * starts them all, in order: the first ones as submitted, then the others. */
+static void check_first(blk__pool *p) {
+  const int t = blk__pool_nthreads(p);
+  enum { N = 300 };
+  atomic_int open[4], started, next;
+  atomic_init(&started, 0);
+  atomic_init(&next, 0);
+  gated gates[4], tasks[N];
+  for (int g = 0; g < t; g++) {
+    atomic_init(&open[g], 0);
+    gates[g] = (gated){&open[g], &started, NULL, -1};
+    CHECK_OK(blk__pool_submit(p, gated_fn, &gates[g]));
+  }
+  CHECK_MSG(wait_for(&started, t), "T=%d: the gate tasks did not all start", t);
+  int nfirst = 0;
+  for (int i = 0; i < N; i++) {
+    tasks[i] = (gated){NULL, NULL, &next, -1};
+    if (i % 3 == 1) {
+      CHECK_OK(blk__pool_submit_first(p, gated_fn, &tasks[i]));
+      nfirst++;
+    } else {
+      CHECK_OK(blk__pool_submit(p, gated_fn, &tasks[i]));
+    }
+  }
+  atomic_store(&open[0], 1);
+  CHECK_MSG(wait_for(&next, N), "T=%d: the queued tasks did not all start", t);
+  int first = 0, other = nfirst;
+  for (int i = 0; i < N; i++) {
+    int want = i % 3 == 1 ? first++ : other++;
+    CHECK_MSG(tasks[i].place == want, "T=%d: task %d (%s) started %d-th, not %d-th", t, i,
+              i % 3 == 1 ? "first" : "plain", tasks[i].place, want);
+  }
+  for (int g = 1; g < t; g++) atomic_store(&open[g], 1);
+  for (size_t got = 0; got < (size_t)(N + t);) {
+    void *done[64];
+    got += blk__pool_collect(p, done, 64, -1);
+  }
+  CHECK_EQ_INT(blk__pool_outstanding(p), 0);
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
 
@@ -380,6 +443,7 @@ int main(void) {
     check_timeouts(p);
     check_tasks(p); /* the rings are reused after draining */
     check_handoffs(p);
+    if (t > 1) check_first(p);
     blk__pool_destroy(p);
   }
 
