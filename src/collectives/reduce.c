@@ -233,6 +233,10 @@ static void drop_pending(rstate *s, pending_msg *pm) {
   blk__budget_drop_queue(&s->m->budget, &pm->rec);
 }
 
+static void give_large(rstate *s, blk_buffer *q) {
+  if (q->capacity >= BLK__BUFFER_CACHE_MIN) blk__buffer_cache_give(s->m->cache, q);
+}
+
 /* Moves the block to its next active round at or after `round`. */
 static void advance(rstate *s, rblock *b, int round) {
   while (round <= s->rounds && !blk_partners_active(s->p, round, b->gid)) round++;
@@ -242,11 +246,12 @@ static void advance(rstate *s, rblock *b, int round) {
   if (round > s->rounds) {
     b->nin = b->nout = 0;
     s->finished++;
-    /* Done: the storage its queues hold goes where other blocks' messages
-     * can take it (a merge's senders and roots kept theirs until the end
-     * of the operation, and every message of round 0 faulted in new pages). */
-    for (int i = 0; i < b->cap_in; i++) blk__buffer_cache_give(s->m->cache, &b->in[i]);
-    for (int i = 0; i < b->cap_out; i++) blk__buffer_cache_give(s->m->cache, &b->out[i]);
+    /* Done: the large storage its queues hold goes where other blocks'
+     * messages can take it (a merge's senders and roots kept theirs until
+     * the end of the operation, and every message of round 0 faulted in new
+     * pages); small storage, which the cache would free, stays till then. */
+    for (int i = 0; i < b->cap_in; i++) give_large(s, &b->in[i]);
+    for (int i = 0; i < b->cap_out; i++) give_large(s, &b->out[i]);
     if (b->npending && !b->failed)
       blk__panic(
           "%s %u: gid %d finished with %zu messages for rounds it never ran (round %d "

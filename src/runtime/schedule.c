@@ -280,7 +280,11 @@ static void run_here(blk__sched *s, int lid, task_cost *c, int64_t handoff) {
       c->pool_last = 0;
     }
     if (s->depth_first) {
-      k->depth_ns = ns;
+      /* One short run only halves it: a merge's root sends nothing in
+       * round 0, and taking its 0 us as the driver's runs stopped the
+       * timing, and so the returns, for the next 15 long ones (each group's
+       * root then waited for every block's round 0). */
+      k->depth_ns = ns > k->depth_ns / 2 ? ns : k->depth_ns / 2;
       s->yield = ns >= DEPTH_NS;
     }
   } else {

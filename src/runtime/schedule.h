@@ -111,7 +111,7 @@ void blk__hold_over(blk__hold *h);
  * run: two clock reads, 3 % of a 1 KiB broadcast's profile). */
 typedef struct blk__sched_kept {
   blk__hold hold;
-  int64_t depth_ns;    /* depth_first: the driver's last timed run */
+  int64_t depth_ns;    /* depth_first: the driver's last timed run, or half the one before */
   unsigned depth_skip; /* depth_first: runs since, while they were short */
 } blk__sched_kept;
 

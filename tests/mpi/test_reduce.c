@@ -357,6 +357,55 @@ static void check_loads(int size, int rank) {
             local, (unsigned long long)loads, (unsigned long long)(2 * out + 8));
 }
 
+/* Depth first, in core, one thread: a merge's group root runs its round 1
+ * as soon as its group has sent, not once every block has run round 0
+ * (schedule.c: the driver returns after a long callback, so that the
+ * messages move). Senders take 100 us each (the driver returns after 20
+ * us); a root's round 0 sends nothing and takes no time, and once made the
+ * driver stop timing, so that all 16 round-0 callbacks ran before any
+ * round 1. Allowed: a group and the next (2k). */
+static int order_n, order_round[64];
+
+static int timed_merge(void *data, blk_proxy *p, void *user) {
+  for (int i = 0; i < blk_proxy_out_count(p); i++)
+    if (blk_proxy_out_gid(p, i) != blk_proxy_gid(p)) {
+      double until = MPI_Wtime() + 100e-6;
+      while (MPI_Wtime() < until) continue;
+    }
+  if (order_n < 64) order_round[order_n++] = blk_proxy_round(p);
+  return reduce_vector(data, p, user);
+}
+
+static void check_depth_first(void) {
+  const int nblocks = 16, k = 4;
+  int64_t lo[1] = {0}, hi[1] = {2047};
+  blk_bounds domain;
+  CHECK_OK(blk_bounds_set(&domain, 1, lo, hi));
+  blk_decomposer *d;
+  blk_assigner *a;
+  blk_partners *p;
+  CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
+  CHECK_OK(blk_assigner_create_contiguous(&a, 1, nblocks));
+  ctx c = {nblocks, 3, BLK_MERGE, NULL, 0};
+  blk_master *m = master_of(&c, 1, 0, d, a);
+  CHECK_OK(blk_partners_create_for(&p, BLK_MERGE, d, k, 1));
+  c.p = p;
+  CHECK_OK(blk_master_foreach(m, reset, &c));
+  order_n = 0;
+  CHECK_OK(blk_reduce(m, a, p, timed_merge, &c));
+  CHECK_OK(blk_master_foreach(m, verify, &c));
+  int before = 0;
+  while (before < order_n && order_round[before] == 0) before++;
+  CHECK_MSG(before <= 2 * k,
+            "a merge of %d blocks, k = %d, one thread: %d round-0 callbacks ran before the "
+            "first of round 1 (at most %d: a group and the next)",
+            nblocks, k, before, 2 * k);
+  blk_partners_destroy(p);
+  blk_master_destroy(m);
+  blk_assigner_destroy(a);
+  blk_decomposer_destroy(d);
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -463,6 +512,7 @@ int main(int argc, char **argv) {
     blk_decomposer_destroy(d);
   }
   if (mem_blocks > 0) check_loads(size, rank);
+  if (size == 1 && threads == 1 && !mem_blocks) check_depth_first();
   if (rank == 0)
     printf("test_reduce: ok (%d reductions, %d ranks, %d threads, vectors of %d doubles)\n", runs,
            size, threads, len);
