@@ -295,16 +295,21 @@ static blk_master *master_of(ctx *c, int threads, int mem_blocks, blk_decomposer
 /* The loads of one reduction of `pattern` over nblocks blocks (k = 2,
  * contiguous) with mem_blocks in memory and one thread, its result checked;
  * *local gets this rank's block count. */
-static uint64_t loads_of(int size, blk_pattern pattern, int nblocks, int mem_blocks, int *local) {
+/* nblocks blocks over [0, 2047], contiguous on size ranks. */
+static void line_of(int size, int nblocks, blk_decomposer **d, blk_assigner **a) {
   int64_t lo[1] = {0}, hi[1] = {2047};
   blk_bounds domain;
   CHECK_OK(blk_bounds_set(&domain, 1, lo, hi));
+  CHECK_OK(blk_decomposer_create(d, &domain, nblocks, NULL));
+  CHECK_OK(blk_assigner_create_contiguous(a, size, nblocks));
+}
+
+static uint64_t loads_of(int size, blk_pattern pattern, int nblocks, int mem_blocks, int *local) {
   blk_decomposer *d;
   blk_assigner *a;
   blk_master *m;
   blk_partners *p;
-  CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
-  CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
+  line_of(size, nblocks, &d, &a);
   ctx c = {nblocks, 3, pattern, NULL, 0};
   m = master_of(&c, 1, mem_blocks, d, a);
   CHECK_OK(blk_partners_create_for(&p, pattern, d, 2, 1));
@@ -378,14 +383,10 @@ static int timed_merge(void *data, blk_proxy *p, void *user) {
 
 static void check_depth_first(void) {
   const int nblocks = 16, k = 4;
-  int64_t lo[1] = {0}, hi[1] = {2047};
-  blk_bounds domain;
-  CHECK_OK(blk_bounds_set(&domain, 1, lo, hi));
   blk_decomposer *d;
   blk_assigner *a;
   blk_partners *p;
-  CHECK_OK(blk_decomposer_create(&d, &domain, nblocks, NULL));
-  CHECK_OK(blk_assigner_create_contiguous(&a, 1, nblocks));
+  line_of(1, nblocks, &d, &a);
   ctx c = {nblocks, 3, BLK_MERGE, NULL, 0};
   blk_master *m = master_of(&c, 1, 0, d, a);
   CHECK_OK(blk_partners_create_for(&p, BLK_MERGE, d, k, 1));
