@@ -362,6 +362,7 @@ typedef struct gated {
   atomic_int *open;    /* a gate task waits for it; NULL: an ordered task */
   atomic_int *started; /* gates up */
   atomic_int *next;    /* ordered tasks: the place of the next one to start */
+  atomic_int *placed;  /* ordered tasks that have written their place */
   int place;           /* where it started */
 } gated;
 
@@ -372,6 +373,7 @@ static void gated_fn(void *arg) {
     CHECK_MSG(wait_for(g->open, 1), "a gate task was never opened");
   } else {
     g->place = atomic_fetch_add(g->next, 1);
+    atomic_fetch_add(g->placed, 1); /* after the place: the test reads it then */
   }
 }
 
@@ -382,19 +384,20 @@ static void gated_fn(void *arg) {
 static void check_first(blk__pool *p) {
   const int t = blk__pool_nthreads(p);
   enum { N = 300 };
-  atomic_int open[4], started, next;
+  atomic_int open[4], started, next, placed;
   atomic_init(&started, 0);
   atomic_init(&next, 0);
+  atomic_init(&placed, 0);
   gated gates[4], tasks[N];
   for (int g = 0; g < t; g++) {
     atomic_init(&open[g], 0);
-    gates[g] = (gated){&open[g], &started, NULL, -1};
+    gates[g] = (gated){&open[g], &started, NULL, NULL, -1};
     CHECK_OK(blk__pool_submit(p, gated_fn, &gates[g]));
   }
   CHECK_MSG(wait_for(&started, t), "T=%d: the gate tasks did not all start", t);
   int nfirst = 0;
   for (int i = 0; i < N; i++) {
-    tasks[i] = (gated){NULL, NULL, &next, -1};
+    tasks[i] = (gated){NULL, NULL, &next, &placed, -1};
     if (i % 3 == 1) {
       CHECK_OK(blk__pool_submit_first(p, gated_fn, &tasks[i]));
       nfirst++;
@@ -403,7 +406,7 @@ static void check_first(blk__pool *p) {
     }
   }
   atomic_store(&open[0], 1);
-  CHECK_MSG(wait_for(&next, N), "T=%d: the queued tasks did not all start", t);
+  CHECK_MSG(wait_for(&placed, N), "T=%d: the queued tasks did not all start", t);
   int first = 0, other = nfirst;
   for (int i = 0; i < N; i++) {
     int want = i % 3 == 1 ? first++ : other++;
