@@ -57,7 +57,8 @@ int blk__pool_submit(blk__pool *p, void (*fn)(void *arg), void *arg);
 /* blk__pool_submit, but the task starts before the tasks queued by
  * blk__pool_submit (after those queued by this call before it): a
  * reduction's later round, whose messages are in memory, ahead of the first
- * round's blocks (runtime/schedule.c). */
+ * round's blocks (runtime/schedule.c). Costs a move of each task queued
+ * by it and not yet started. */
 int blk__pool_submit_first(blk__pool *p, void (*fn)(void *arg), void *arg);
 
 /* Moves the args of up to max finished tasks into done[], in the order they

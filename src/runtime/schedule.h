@@ -154,7 +154,7 @@ typedef struct blk__sched {
   int depth_first;
   int top_round;  /* depth_first: at least the latest round in ready, a hint */
   int back_round; /* depth_first: the round of the last task queued behind the others */
-  int yield;     /* depth_first: the driver just ran a long task */
+  int yield;      /* depth_first: the driver just ran a long task */
   blk__task_kind kind;
   struct blk__task_costs *costs; /* the estimates, kept by the operation */
   /* Told of every load, eviction or hand-off that failed, on the driver
