@@ -174,6 +174,7 @@ typedef union mem_node {
 typedef struct worker {
   blk__codec *codec;
   blk_buffer scratch;
+  int encoded, decoded; /* the codec has encoded, decoded before */
 } worker;
 
 /* Compression pays when the encoding is at least RATIO_MIN times smaller
@@ -205,9 +206,11 @@ typedef struct hint {
 #define DECAY_RATIO 0.75
 
 /* Samples of (bytes, seconds), as decayed sums: their count, the bytes,
- * the seconds, bytes squared and bytes times seconds. */
+ * the seconds, bytes squared and bytes times seconds. provisional: every
+ * sample so far is one auto would not trust (rate_learn). */
 typedef struct rate {
   double n, x, y, xx, xy;
+  int provisional;
 } rate;
 
 typedef struct kind_model {
@@ -246,7 +249,7 @@ struct blk__storage {
   rate enc, dec;           /* codec: seconds per raw byte (zstd frames only) */
   rate wr, rd;             /* device: seconds per stored byte */
   double test_wr, test_rd; /* >= 0: the device figures a test set */
-  int test_preempted;      /* a test says every timed call was preempted */
+  int test_preempted;      /* a test says how every timed call ran (blk__storage_test_preempted) */
   /* The kinds judged by time alone (blk__storage_transient). */
   int transient[BLK__STORAGE_TRANSIENT_MAX], ntransient;
 };
@@ -259,25 +262,46 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The calling thread's involuntary context switches so far (0 where the
- * system does not count them). A call during which the count grew was
- * preempted: its time holds another thread's, so auto learns from it only
- * while the figure has no sample at all (a figure from such a time is
- * better than none, which decides blindly). With more threads than cores
- * (callbacks, the driver and the I/O threads) that is common, and such
- * samples made a 6.4 MB write look 5 times slower than the next one. */
-static long preemptions(void) {
+/* A point in a timed call: the wall clock and the calling thread's CPU
+ * time and context switches, involuntary (preempted) and voluntary
+ * (blocked), so far (0 where the system does not count them). */
+typedef struct timed {
+  double wall, cpu;
+  long preempted, blocked;
+} timed;
+
+static timed timed_now(void) {
+  timed t = {now_s(), 0, 0, 0};
 #ifdef RUSAGE_THREAD
   struct rusage ru;
-  if (getrusage(RUSAGE_THREAD, &ru) == 0) return ru.ru_nivcsw;
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+    t.cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+            1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+    t.preempted = ru.ru_nivcsw;
+    t.blocked = ru.ru_nvcsw;
+  }
 #endif
-  return 0;
+  return t;
 }
 
-/* Whether a call timed from `before` (preemptions()) ran without being
- * preempted, so that auto may learn from its time. */
-static int unpreempted(const blk__storage *s, long before) {
-  return !s->test_preempted && preemptions() == before;
+/* What a call timed from t0 to t1 cost, in *sec, for auto; returns whether
+ * auto may trust it. Not preempted: its wall time, which holds any wait for
+ * the device. Preempted but never blocked: its thread's CPU time, since its
+ * wall time holds other threads' time too. Preempted and blocked: the wall
+ * time, untrusted (it mixes the two; the CPU time misses the wait).
+ * With more threads than cores (callbacks, the driver and the I/O threads)
+ * preemption is common, and a long call is preempted more often than a
+ * short one: learning only from calls that were not preempted kept the
+ * 6.4 MB writes of a spill file that took 1.2-2.6 ms and dropped those
+ * that took 4.5-44 ms. */
+static int timed_cost(const blk__storage *s, const timed *t0, const timed *t1, double *sec) {
+  const int preempted = s->test_preempted || t1->preempted != t0->preempted;
+  const int blocked = s->test_preempted == 1 || t1->blocked != t0->blocked;
+  *sec = t1->wall - t0->wall;
+  if (!preempted) return 1;
+  if (blocked) return 0;
+  *sec = t1->cpu - t0->cpu;
+  return 1;
 }
 
 /* strerror, but thread-safe. _GNU_SOURCE gives glibc's strerror_r, which
@@ -699,6 +723,22 @@ static void rate_add(rate *r, double sec, double bytes) {
   r->xy = r->xy * DECAY_RATE + bytes * sec;
 }
 
+/* Learns a sample; `trusted` says whether its time was the call's own
+ * (timed_cost) and, for the codec, not its first use (which pays for
+ * contexts and scratch memory: 17 ms for a first 6.4 MB encode that then
+ * took 2.6). Until a figure has a trusted sample it takes untrusted ones
+ * (such a figure is better than none, which decides blindly) and is
+ * provisional; its first trusted sample replaces them. */
+static void rate_learn(rate *r, double sec, double bytes, int trusted) {
+  if (!trusted) {
+    if (r->n > 0 && !r->provisional) return;
+    r->provisional = 1;
+  } else if (r->provisional) {
+    *r = (rate){0};
+  }
+  rate_add(r, sec, bytes);
+}
+
 /* Seconds per byte, or -1 before any sample. */
 static double rate_get(const rate *r) {
   return r->x > 0 ? r->y / r->x : -1.0;
@@ -752,12 +792,15 @@ static kind_model *kind_of(blk__storage *s, int kind) {
  * against 1 ms and 0.4 ms to write and read raw). A decode speed not
  * measured yet is taken as half the encode time (zstd level 1 decodes 2-4
  * times faster than it encodes, docs/compression.md), a read speed not
- * measured yet as the write speed. */
+ * measured yet as the write speed. An encode figure that is provisional
+ * (rate_learn) counts as not measured: a first encode costs several times
+ * the next, and the raw records chosen on it would measure nothing but
+ * the device. */
 static double cost_over_saving(const blk__storage *s, const kind_model *k) {
   double e = rate_get(&s->enc), d = rate_get(&s->dec);
   double w = s->test_wr >= 0 ? s->test_wr : rate_slope(&s->wr);
   double r = s->test_rd >= 0 ? s->test_rd : rate_slope(&s->rd);
-  if (k->raw <= 0 || e < 0) return 0;
+  if (k->raw <= 0 || e < 0 || s->enc.provisional) return 0;
   if (w < 0) return -1;
   if (d < 0) d = e / 2;
   if (r < 0) r = w;
@@ -815,11 +858,11 @@ static plan plan_put(blk__storage *s, int gid, int kind, size_t n) {
 }
 
 /* What an attempt at compressing n bytes of (gid, kind) taught, with the
- * lock held: it took `sec` seconds (a time to learn from if `clean`: not
- * preempted), gave `enc` bytes, and `pays` says whether it is kept. */
+ * lock held: it cost `sec` seconds (`trusted`: rate_learn), gave `enc`
+ * bytes, and `pays` says whether it is kept. */
 static void learn_put(blk__storage *s, int gid, int kind, plan p, size_t n, size_t enc, double sec,
-                      int clean, int pays) {
-  if (clean || s->enc.n == 0) rate_add(&s->enc, sec, (double)n);
+                      int trusted, int pays) {
+  rate_learn(&s->enc, sec, (double)n, trusted);
   hint *h = hint_of(s, gid, kind);
   if (!pays) {
     *h = (hint){.gid = gid, .kind = kind, .poor = 1, .skipped = 0};
@@ -973,11 +1016,13 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
   /* Encode (no lock held), then keep the frame only if it pays. */
   uint32_t format = BLK__CODEC_RAW;
   if (p == PLAN_COMPRESS || p == PLAN_PROBE) {
-    long p0 = preemptions();
-    double t0 = now_s();
+    const timed t0 = timed_now();
     rc = blk__codec_encode(w->codec, b, raw, n, elem_size, &format);
-    double sec = now_s() - t0;
-    const int clean = unpreempted(s, p0);
+    const timed t1 = timed_now();
+    double cost;
+    const int trusted = timed_cost(s, &t0, &t1, &cost) && w->encoded;
+    w->encoded = 1;
+    const double sec = t1.wall - t0.wall;
     sec_codec = sec;
     if (rc) {
       char detail[256];
@@ -1004,7 +1049,7 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
     }
     blk__mutex_lock(s->lock);
     s->stats.seconds_compress += sec;
-    learn_put(s, gid, kind, p, n, enc, sec, clean, pays);
+    learn_put(s, gid, kind, p, n, enc, cost, trusted, pays);
     blk__mutex_unlock(s->lock);
   } else if (memory && n > 0) {
     rc = blk_buffer_write(b, raw, n);
@@ -1061,11 +1106,12 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
       goto done;
     }
     write_header(bytes, gid, kind, format, (uint64_t)n, stored, data_sum, off);
-    long p0 = preemptions();
-    double t0 = now_s();
+    const timed t0 = timed_now();
     e = write_all(s->fd, bytes, HEADER_SIZE, encoded, enc_n, off);
-    double sec = now_s() - t0;
-    const int clean = unpreempted(s, p0);
+    const timed t1 = timed_now();
+    double cost;
+    const int trusted = timed_cost(s, &t0, &t1, &cost);
+    const double sec = t1.wall - t0.wall;
     sec_io = sec;
     worker_trim(w);
     blk__mutex_lock(s->lock);
@@ -1074,7 +1120,7 @@ static int put_record(blk__storage *s, int gid, int kind, const void *raw, size_
       give_extent(s, off, len);
       s->live--;
     } else {
-      if (clean || s->wr.n == 0) rate_add(&s->wr, sec, (double)stored);
+      rate_learn(&s->wr, cost, (double)stored, trusted);
       count_put(s, p, compressed, n, stored);
     }
     worker_give(s, w);
@@ -1153,8 +1199,9 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
   unsigned char hbuf[HEADER_SIZE];
   const unsigned char *h = hbuf, *enc = NULL;
   size_t got = 0;
-  double sec_head = 0, sec_read = 0, sec_decode = 0;
-  int clean_head = 0, clean_read = 0, clean_decode = 0; /* (not preempted: samples for auto) */
+  double sec_head = 0, sec_read = 0, sec_decode = 0;    /* wall times, for the stats */
+  double cost_head = 0, cost_read = 0, cost_decode = 0; /* for auto (timed_cost) */
+  int trust_head = 0, trust_read = 0, trust_decode = 0;
   uint32_t format = 0;
   worker *w = NULL;
   blk__trace *trace = blk__trace_here();
@@ -1191,11 +1238,11 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
     h = rec->mem;
   } else {
     if (rec->offset < 0) CORRUPT("not a record in a file");
-    long p0 = preemptions();
-    double t0 = now_s();
+    const timed t0 = timed_now();
     e = read_all(s->fd, hbuf, HEADER_SIZE, want_off, &got);
-    sec_head = now_s() - t0;
-    clean_head = unpreempted(s, p0);
+    const timed t1 = timed_now();
+    trust_head = timed_cost(s, &t0, &t1, &cost_head);
+    sec_head = t1.wall - t0.wall;
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading the header of gid %d from %s (offset %lld): %s",
                      gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -1237,11 +1284,11 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
                      gid, file);
       goto done;
     }
-    long p0 = preemptions();
-    double t0 = now_s();
+    const timed t0 = timed_now();
     e = read_all(s->fd, p, enc_size, want_off + HEADER_SIZE, &got);
-    sec_read += now_s() - t0;
-    clean_read = unpreempted(s, p0);
+    const timed t1 = timed_now();
+    trust_read = timed_cost(s, &t0, &t1, &cost_read);
+    sec_read = t1.wall - t0.wall;
     if (e) {
       rc = blk__fail(BLK_EIO, "storage: reading %zu bytes of gid %d from %s (offset %lld): %s",
                      enc_size, gid, file, roff, errtext(e, ebuf, sizeof ebuf));
@@ -1268,11 +1315,12 @@ int blk__storage_get(blk__storage *s, const blk__record *rec, blk_buffer *out) {
       rc = blk__fail(BLK_ENOMEM, "storage: no memory to decode %zu bytes of gid %d", raw, gid);
       goto done;
     }
-    long p0 = preemptions();
-    double t0 = now_s();
+    const timed t0 = timed_now();
     rc = blk__codec_decode(w->codec, dst, raw, enc, enc_size, format);
-    sec_decode = now_s() - t0;
-    clean_decode = unpreempted(s, p0);
+    const timed t1 = timed_now();
+    trust_decode = timed_cost(s, &t0, &t1, &cost_decode) && w->decoded;
+    w->decoded = 1;
+    sec_decode = t1.wall - t0.wall;
     if (rc == BLK_ECORRUPT) {
       char detail[200];
       snprintf(detail, sizeof detail, "%s", blk_last_error());
@@ -1294,13 +1342,12 @@ done:
     if (!memory) {
       /* Two samples, the header and the rest, so the fit sees two sizes
        * (an empty record's rest was not read: no sample). */
-      int first = s->rd.n == 0;
-      if (clean_head || first) rate_add(&s->rd, sec_head, (double)HEADER_SIZE);
-      if (rec->stored > HEADER_SIZE && (clean_read || first))
-        rate_add(&s->rd, sec_read, (double)(rec->stored - HEADER_SIZE));
+      rate_learn(&s->rd, cost_head, (double)HEADER_SIZE, trust_head);
+      if (rec->stored > HEADER_SIZE)
+        rate_learn(&s->rd, cost_read, (double)(rec->stored - HEADER_SIZE), trust_read);
     }
-    if (BLK__CODEC_FORMAT_COMPRESSED(format) && rec->raw > 0 && (clean_decode || s->dec.n == 0))
-      rate_add(&s->dec, sec_decode, (double)rec->raw);
+    if (BLK__CODEC_FORMAT_COMPRESSED(format) && rec->raw > 0)
+      rate_learn(&s->dec, cost_decode, (double)rec->raw, trust_decode);
   }
   if (w) worker_give(s, w);
   blk__mutex_unlock(s->lock);
@@ -1395,9 +1442,9 @@ void blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_
   blk__mutex_unlock(s->lock);
 }
 
-void blk__storage_test_preempted(blk__storage *s, int on) {
+void blk__storage_test_preempted(blk__storage *s, int how) {
   blk__mutex_lock(s->lock);
-  s->test_preempted = on;
+  s->test_preempted = how;
   blk__mutex_unlock(s->lock);
 }
 

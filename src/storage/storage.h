@@ -225,10 +225,11 @@ int blk__storage_test_hole(blk__storage *s, uint64_t bytes);
  * again. So tests of auto's choice do not depend on the machine's speed. */
 void blk__storage_test_device(blk__storage *s, double write_spb, double read_spb);
 
-/* For tests only: on, every timed call counts as preempted (another thread
- * ran on its core meanwhile), so auto learns from its time only while the
- * figure has no sample. */
-void blk__storage_test_preempted(blk__storage *s, int on);
+/* For tests only: how every timed call counts as having run. 0: as it did.
+ * 1: preempted (another thread ran on its core meanwhile) and blocked, so
+ * auto learns from its time only while the figure has no trusted sample.
+ * 2: preempted without blocking, so auto learns the thread's CPU time. */
+void blk__storage_test_preempted(blk__storage *s, int how);
 
 /* For tests only: the device figures auto decides with now, as measured
  * (seconds per stored byte beyond each call's fixed cost; -1: not measured
