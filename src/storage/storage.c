@@ -1435,11 +1435,13 @@ void blk__storage_transient(blk__storage *s, int kind) {
   blk__mutex_unlock(s->lock);
 }
 
-void blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_spb) {
+int blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_spb) {
   blk__mutex_lock(s->lock);
   *write_spb = rate_slope(&s->wr);
   *read_spb = rate_slope(&s->rd);
+  int trusted = s->wr.n > 0 && !s->wr.provisional && s->rd.n > 0 && !s->rd.provisional;
   blk__mutex_unlock(s->lock);
+  return trusted;
 }
 
 void blk__storage_test_preempted(blk__storage *s, int how) {

@@ -233,7 +233,9 @@ void blk__storage_test_preempted(blk__storage *s, int how);
 
 /* For tests only: the device figures auto decides with now, as measured
  * (seconds per stored byte beyond each call's fixed cost; -1: not measured
- * yet). */
-void blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_spb);
+ * yet). Returns 1 if both have a trusted sample, else 0 (a figure from
+ * untrusted calls only is provisional: the first trusted sample replaces
+ * it). */
+int blk__storage_test_figures(blk__storage *s, double *write_spb, double *read_spb);
 
 #endif
