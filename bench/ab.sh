@@ -23,7 +23,8 @@
 #     examples/histogram --blocks 64 --bins 800000 --size 2048 --k 4 --mem-blocks 8
 #
 # To build the tree before a change outside the repository:
-#   git archive REV | tar x -C /tmp/base && cmake -S /tmp/base -B /tmp/base/build \
+#   mkdir -p /tmp/base && git archive REV | tar x -C /tmp/base && \
+#     cmake -S /tmp/base -B /tmp/base/build \
 #     -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build /tmp/base/build -j2
 set -euo pipefail
 
