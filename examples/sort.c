@@ -21,7 +21,7 @@
  *
  * Out-of-core (--mem-blocks N), a block's record is its keys, then its
  * splitters and error count. The keys' memory holds room for the rest, so
- * evict hands it over whole instead of copying 6.4 MB a block, and load takes
+ * evict hands it over whole instead of copying the keys, and load takes
  * the read record's memory as the keys.
  *
  *   mpiexec -n 4 ./sort [--blocks 12] [--k 4] [--halving] [--threads 2]
