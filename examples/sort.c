@@ -173,6 +173,7 @@ static int load_block(void *block, blk_buffer *in, int gid, void *user) {
   const unsigned char *at = in->data + in->pos + n * sizeof *b->keys;
   memcpy(b->splitters, at, splitters);
   memcpy(&b->errors, at + splitters, sizeof b->errors);
+  if (n == 0) return 0; /* no keys: none kept (make_keys and receive_keys make them) */
   if (in->pos == 0 && (b->keys = blk_buffer_detach(in, &b->cap)) != NULL) {
     b->n = n;
     return 0;
@@ -186,6 +187,7 @@ static int load_block(void *block, blk_buffer *in, int gid, void *user) {
 static int make_keys(void *block, blk_proxy *p, void *user) {
   const run *r = user;
   sort_block *b = block;
+  free(b->keys); /* (NULL in this program; freed so that a second call would not leak) */
   b->keys = alloc_keys(r, (size_t)r->keys, &b->cap);
   if (!b->keys) return BLK_ENOMEM;
   for (uint64_t i = 0; i < r->keys; i++) b->keys[i] = make_key(r->seed, blk_proxy_gid(p), i);
