@@ -316,7 +316,8 @@ double blk_partners_predict(const blk_partners *p, const struct blk_assigner *a,
  * blk_partners_predict gives the least time for the built-in pattern over a
  * line of a's blocks as blk_partners_create_folded makes it (which is
  * blk_partners_create with dim 1 unless the count has a prime factor above
- * 16, and what blk_all_to_all runs): the choice a program passes to
+ * 16, and the rounds blk_all_to_all runs before it merges those inside a
+ * rank, all_to_all.h): the choice a program passes to
  * blk_partners_create_folded, blk_partners_create, blk_reduce or
  * blk_all_to_all (split_swap 1, BLK_SWAP). Ties go to the smaller k, then to
  * contiguous order. The same on every rank for the same arguments (no MPI).

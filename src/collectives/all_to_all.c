@@ -2,12 +2,17 @@
  * all_to_all.c: every block to every block, through k-ary swap rounds.
  *
  * The blocks are numbered 0..n-1 along one axis and swap partners are built
- * for it (partners.h). In round e a block's group is the blocks that differ
+ * for it (partners.h), with the rounds inside a rank merged
+ * (swap_partners.h: all of at most 64 blocks on one rank in one round,
+ * else runs of rounds whose groups lie on one rank; such a round only
+ * forwards, and under a budget every forward is a trip through storage).
+ * In round e a block's group is the blocks that differ
  * from it only in digit e of their gid, listed by that digit, so the block
  * forwards a message for destination d to the member in d's position
  * (blk_partners_round_position). After the last round every digit agrees:
  * the message is at d. A count with a prime factor above max(k, 16) is
- * folded first (patterns/partners_folded.h): the extras hand everything
+ * folded first, unless it is one round on one rank (patterns/
+ * partners_folded.h): the extras hand everything
  * to their stand-ins, the rest swap as virtual blocks, and a last round
  * hands the extras what is theirs; 1009 blocks would otherwise send 1009
  * messages each in one round.
@@ -38,7 +43,8 @@
  * its own when the user asks for the buffer, so it may still be kept
  * (blk/proxy.h).
  *
- * With one round (n <= k, or n a prime up to 16: a direct exchange) a message carries
+ * With one round (n <= k, a prime up to 16, or at most 64 blocks all on one
+ * rank: a direct exchange) a message carries
  * exactly one block's bytes for its receiver, so it goes without item
  * headers: the queue send_fn filled (bytes, or a reference) becomes the
  * round's out queue, and the message that arrives becomes receive_fn's in
@@ -602,7 +608,10 @@ static a2a_kept *take_kept(blk_master *m, int nlocal) {
 /* The digit arithmetic of the rounds (see a2a), checked against the
  * partners where it is cheap to: a difference is a bug in blk. */
 static void digits(a2a *s) {
-  s->fold = s->nblocks - blk__fold_base(s->nblocks, s->k);
+  s->fold = 0; /* (a direct exchange of a count k would fold is not folded) */
+  for (int e = 0; e < s->rounds; e++)
+    if (blk_partners_round_radix(s->p, e) < 0)
+      s->fold = s->nblocks - blk__fold_base(s->nblocks, s->k);
   for (int e = 0; e < s->rounds; e++) {
     s->radix[e] = blk_partners_round_radix(s->p, e); /* (-1 for the fold rounds) */
     s->step[e] = blk_partners_round_step(s->p, e);
@@ -619,7 +628,7 @@ static int partners_of(blk_master *m, a2a_kept *k, a2a *s, int contiguous) {
   static const char owner = 0;
   const blk_partners *p = NULL;
   int made = 0;
-  int rc = blk__swap_partners_kept(m, &owner, s->nblocks, s->k, contiguous, &p, &made);
+  int rc = blk__swap_partners_merged_kept(m, &owner, s->a, s->nblocks, s->k, contiguous, &p, &made);
   if (rc) return rc;
   if (blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
     return blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(p));

@@ -3,8 +3,10 @@
  * none, some all), and every receiver checks, against the rule that made
  * them, exactly which sources reached it, in ascending order, with which
  * bytes. Over block counts 1..47 (primes and non-powers of k; 47 is folded
- * into 45, a prime above 16), k = 2, 3, 4, 8 and both orders, each run
- * twice:
+ * into 45, a prime above 16), k = 2, 3, 4, 8 and both orders, under the
+ * round-robin assigner and, for some counts up to 64, the contiguous one
+ * (whose ranks hold runs of gids, so early rounds lie inside a rank), each
+ * run twice:
  *
  *  - by copy: every message is two blk_proxy_enqueue_gid calls;
  *  - by reference: the message is enqueued by blk_proxy_enqueue_ref_gid, as
@@ -23,6 +25,15 @@
  * storage of its own). In-core, a message enqueued whole by reference from
  * a block on the same rank must arrive without a copy: its view is the
  * sender's memory.
+ *
+ * The rounds: blk runs all of at most 64 blocks on one rank as one round
+ * (a count k folds too), and otherwise merges consecutive rounds whose
+ * groups lie inside one rank, up to a group of 16. The test works out
+ * which by brute force, from the group lists of the rounds k makes (each
+ * block's merged group is every gid reachable through the rounds' groups,
+ * all on one rank), and checks that receive_fn runs in the round after the
+ * last of those: the merged rounds are what the on-rank and placement
+ * checks below follow.
  *
  * A third run, placed, sends as by reference through blk_all_to_all_with
  * with a place callback that gives every local block a receive area (one
@@ -292,10 +303,17 @@ static void read_source(const ctx *c, blk_proxy *p, int i, int src, int dst, siz
   CHECK_EQ_INT(blk_proxy_incoming_remaining(p, i), 0);
 }
 
+/* The number of swap rounds blk_all_to_all runs. */
+static int rounds_of(const ctx *c) {
+  return blk_partners_rounds(c->swap) + (c->fold ? 2 : 0);
+}
+
 static int receive(void *block, blk_proxy *p, void *user) {
   ctx *c = user;
   int dst = *(int *)block;
   CHECK_EQ_INT(blk_proxy_out_count(p), 0);
+  CHECK_MSG(blk_proxy_round(p) == rounds_of(c), "gid %d: received in round %d, not %d", dst,
+            blk_proxy_round(p), rounds_of(c));
   int i = 0;
   for (int src = 0; src < c->nblocks; src++) {
     size_t n = message_size(src, dst, c->nblocks, c->big);
@@ -311,11 +329,6 @@ static int receive(void *block, blk_proxy *p, void *user) {
   }
   CHECK_EQ_INT(blk_proxy_in_count(p), i);
   return dst == c->fail_gid ? 7 : 0;
-}
-
-/* The number of swap rounds blk_all_to_all runs. */
-static int rounds_of(const ctx *c) {
-  return blk_partners_rounds(c->swap) + (c->fold ? 2 : 0);
 }
 
 /* blk asks only where it may (see the top); every third message is
@@ -369,11 +382,73 @@ static void free_sent(void) {
   }
 }
 
+/* Whether the gids reachable from every gid through the groups of rounds
+ * first..last of p lie on one rank of a and number at most 16; the
+ * reachable count of gid 0 in *size. By lists, not by digits. */
+static int merged_group_local(const blk_partners *p, const blk_assigner *a, int first, int last,
+                              int *size) {
+  int n = blk_partners_nblocks(p), group[NB_MAX];
+  for (int g = 0; g < n; g++) {
+    int seen[NB_MAX] = {0}, list[NB_MAX], count = 1;
+    list[0] = g;
+    seen[g] = 1;
+    for (int at = 0; at < count; at++)
+      for (int e = first; e <= last; e++) {
+        int m = blk_partners_out(p, e, list[at], group, NB_MAX);
+        for (int j = 0; j < m; j++)
+          if (!seen[group[j]]) {
+            seen[group[j]] = 1;
+            list[count++] = group[j];
+          }
+      }
+    for (int j = 0; j < count; j++)
+      if (blk_assigner_rank(a, list[j]) != blk_assigner_rank(a, g)) return 0;
+    if (count > 16) return 0;
+    if (g == 0) *size = count;
+  }
+  return 1;
+}
+
+/* Sets c->swap (and c->fold) to the rounds blk runs for k and the order,
+ * from those of blk_partners_create (c->swap, over the gids folding
+ * leaves): with all of at most 64 blocks on this rank, one round of all of
+ * them; unfolded, each run of consecutive rounds that stays on one rank
+ * merged into one, greedily from the first, while its group has at most 16
+ * members. */
+static void merge_rounds(ctx *c, int contiguous) {
+  int n = c->nblocks, one_rank = 1, axes[40] = {0}, radices[40];
+  for (int g = 1; g < n; g++) one_rank &= blk_assigner_rank(c->a, g) == blk_assigner_rank(c->a, 0);
+  int merged = 0;
+  if (rounds_of(c) > 1 && n <= 64 && one_rank) {
+    radices[merged++] = n;
+    c->fold = 0;
+  } else if (!c->fold) {
+    int rounds = blk_partners_rounds(c->swap), first = 0;
+    for (int e = 0; e < rounds; e++) {
+      int size = 0;
+      if (merged && merged_group_local(c->swap, c->a, first, e, &size)) {
+        radices[merged - 1] = size;
+        continue;
+      }
+      first = e;
+      radices[merged++] = blk_partners_round_radix(c->swap, e);
+    }
+    if (merged == rounds) return;
+  } else {
+    return;
+  }
+  blk_partners_destroy(c->swap);
+  c->swap = NULL;
+  CHECK_OK(
+      blk_partners_create_rounds(&c->swap, BLK_SWAP, 1, &n, merged, axes, radices, contiguous));
+}
+
 /* One all-to-all in c's mode; placed through blk_all_to_all_with. */
 static int run(blk_master *m, ctx *c, int k, int contiguous, const int *gids, int n) {
   c->fold = folded_count(c->nblocks, k);
   int between = c->nblocks - c->fold;
   CHECK_OK(blk_partners_create(&c->swap, BLK_SWAP, 1, &between, k, contiguous));
+  merge_rounds(c, contiguous);
   int rc;
   if (c->mode == PLACED) {
     blk_all_to_all_config cfg;
@@ -482,14 +557,22 @@ int main(int argc, char **argv) {
   /* 13: a prime above every k, one wide round; 47: folded (gids 0..3 into
    * 0 and 2, across ranks under the round-robin assigner) */
   static const int counts[] = {1, 2, 7, 9, 12, 13, 44, 47};
+  /* Under the contiguous assigner, counts whose runs of gids on a rank hold
+   * whole early groups at some rank counts and k (12: 4 a rank at 3 ranks;
+   * 16: 8 a rank at 2 ranks; 64: one round of 64 at 1 rank, 16 a rank at
+   * 4). */
+  static const int contiguous_counts[] = {12, 16, 64};
   static const int radices[] = {2, 3, 4, 8};
   int runs = 0;
   long placed = 0, asked = 0;
-  for (int ci = 0; ci < 8; ci++) {
+  for (int ci = 0; ci < 11; ci++) {
+    int by_runs = ci >= 8, nblocks = by_runs ? contiguous_counts[ci - 8] : counts[ci];
     blk_assigner *a;
-    CHECK_OK(blk_assigner_create_round_robin(&a, size, counts[ci]));
-    ctx c = {counts[ci], big, BY_COPY, swaps_of(a, rank, mem_blocks), rank, a, NULL, 0, 0,
-             0,          -1,  -1};
+    if (by_runs)
+      CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
+    else
+      CHECK_OK(blk_assigner_create_round_robin(&a, size, nblocks));
+    ctx c = {nblocks, big, BY_COPY, swaps_of(a, rank, mem_blocks), rank, a, NULL, 0, 0, 0, -1, -1};
     blk_master *m = master_of(a, rank, threads, mem_blocks);
     int n = blk_assigner_local_count(a, rank);
     int gids[NB_MAX];
@@ -497,11 +580,11 @@ int main(int argc, char **argv) {
     for (int ki = 0; ki < 4; ki++)
       for (int contiguous = 0; contiguous <= 1; contiguous++)
         for (c.mode = BY_COPY; c.mode <= PLACED; c.mode++) {
-          /* Big messages over 44 and 47 blocks (n^2 of them, most of the
+          /* Big messages over 44 and more blocks (n^2 of them, most of the
            * suite's time under the sanitizers) with k = 2 and 8 only:
-           * k = 3 and 4 have them at up to 13 blocks, and every k at 44
-           * and 47 blocks without --big. */
-          if (big && counts[ci] > 13 && (radices[ki] == 3 || radices[ki] == 4)) continue;
+           * k = 3 and 4 have them at up to 16 blocks, and every k at 44
+           * and more blocks without --big. */
+          if (big && nblocks > 16 && (radices[ki] == 3 || radices[ki] == 4)) continue;
           CHECK_OK(run(m, &c, radices[ki], contiguous, gids, n));
           runs++;
         }
@@ -519,7 +602,7 @@ int main(int argc, char **argv) {
   placement_and_failures(size, rank, threads, big, mem_blocks);
   if (rank == 0)
     printf(
-        "test_all_to_all: ok (%d runs over 1..47 blocks, %d ranks, %d threads%s%s; rank 0 "
+        "test_all_to_all: ok (%d runs over 1..64 blocks, %d ranks, %d threads%s%s; rank 0 "
         "placed %ld of %ld asked)\n",
         runs, size, threads, big ? ", big messages" : "", mem_blocks ? ", out-of-core" : "", placed,
         asked);
