@@ -8,7 +8,9 @@
  * callback collects what arrived. blk_all_to_all moves the messages through the same
  * k-ary swap rounds that redistribute.c spells out by hand (radix --k,
  * contiguous or --halving order, over the gids 0..nblocks-1 rather than the
- * grid), but the callbacks see one send phase and one receive phase.
+ * grid), with the rounds inside a rank merged (at most 64 blocks on one
+ * rank: one round), but the callbacks see one send phase and one receive
+ * phase.
  *
  * The unit cube is cut into blocks by a continuous decomposer; each block
  * makes --points random points anywhere in it. A point's coordinates are a
