@@ -71,13 +71,6 @@ static int group_local(const blk_assigner *a, int n, int step, int size) {
   return 1;
 }
 
-/* Whether all n blocks are on one rank of a. */
-static int all_on_one_rank(const blk_assigner *a, int n) {
-  for (int g = 1; g < n; g++)
-    if (blk_assigner_rank(a, g) != blk_assigner_rank(a, 0)) return 0;
-  return 1;
-}
-
 /* The rounds blk__swap_partners_merged_kept runs instead of p's: their radices into radices[]
  * and their count, or -1 to run p's as they are (folded, or more rounds than radices[] holds).
  * All n blocks on one rank, n <= BLK__MERGED_DIRECT_MAX: one round of n. Otherwise p's rounds in
@@ -87,8 +80,9 @@ static int all_on_one_rank(const blk_assigner *a, int n) {
  * digits: `size` members, the smaller of the rounds' steps apart. */
 static int merge_rounds(const blk_partners *p, const blk_assigner *a, int n, int *radices) {
   int rounds = blk_partners_rounds(p);
-  if (rounds > 1 && n <= BLK__MERGED_DIRECT_MAX && all_on_one_rank(a, n)) {
-    radices[0] = n; /* (folded or not) */
+  /* All n on one rank: the group of n members 1 apart, folded or not. */
+  if (rounds > 1 && n <= BLK__MERGED_DIRECT_MAX && group_local(a, n, 1, n)) {
+    radices[0] = n;
     return 1;
   }
   if (rounds > MAX_ROUNDS) return -1;
