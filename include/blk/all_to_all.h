@@ -13,12 +13,14 @@
  * rounds. What a block carries per round is proportional to the messages it
  * holds, not to the number of blocks. Rounds inside a rank are merged:
  * inside a rank a round saves no latency and costs a pass over the
- * messages (under a memory budget, a trip through storage). All blocks on
- * one rank, at most 64 of them: one round, a direct exchange, whatever k
- * is. Otherwise consecutive rounds whose groups all lie on one rank (the
- * first rounds of the contiguous order under a contiguous assigner) run as
- * one round of their merged group, up to 16 members. k and the order shape
- * the rounds that cross ranks.
+ * messages (under a memory budget, a trip through storage). At most 64
+ * blocks, all on one rank or with a memory budget on some rank (where
+ * every forward, across ranks too, would be written and read back): one
+ * round, a direct exchange, whatever k is. Otherwise consecutive rounds
+ * whose groups all lie on one rank (the first rounds of the contiguous
+ * order under a contiguous assigner) run as one round of their merged
+ * group, up to 16 members. k and the order shape the rounds that cross
+ * ranks.
  *
  * Without copies: send_fn may enqueue by reference (blk_proxy_enqueue_ref_gid:
  * the bytes stay in the caller's memory, which must stay valid and
@@ -29,8 +31,8 @@
  * crosses (packed into that round's message), besides MPI's own transfer.
  * With several rounds, bytes enqueued by copy are copied once more, into
  * one buffer per block, at the end of the send phase.
- * With one round (n <= k, n a prime up to 16, or all n <= 64 blocks on one
- * rank) nothing is packed: the message is sent
+ * With one round (n <= k, n a prime up to 16, or n <= 64 with all blocks
+ * on one rank or a budget on some rank) nothing is packed: the message is sent
  * as it was enqueued, so a by-reference send read by view is copied only
  * by MPI's transfer (a block's message to itself not at all); a
  * receive_fn that wants the bytes in its own array copies them once more,
@@ -50,7 +52,7 @@
  * messages per block (sent even when empty) plus
  * a hand-over to itself; the copies above. A count with a prime factor above
  * max(k, 16) is folded (docs/patterns.md; not in the one round of at most
- * 64 blocks on one rank): two more rounds, in which gids
+ * 64 blocks above): two more rounds, in which gids
  * 2i+1 (i below the count folded) send all they have to gid 2i and get what
  * is theirs back, instead of one round in which every block sends a message
  * to each member of a group that wide. Memory without a budget: what

@@ -3,9 +3,10 @@
  *
  * The blocks are numbered 0..n-1 along one axis and swap partners are built
  * for it (partners.h), with the rounds inside a rank merged
- * (swap_partners.h: all of at most 64 blocks on one rank in one round,
- * else runs of rounds whose groups lie on one rank; such a round only
- * forwards, and under a budget every forward is a trip through storage).
+ * (swap_partners.h: all of at most 64 blocks on one rank, or at most 64
+ * with a budget on some rank, in one round, else runs of rounds whose
+ * groups lie on one rank; such a round only forwards, and under a budget
+ * every forward is a trip through storage).
  * In round e a block's group is the blocks that differ
  * from it only in digit e of their gid, listed by that digit, so the block
  * forwards a message for destination d to the member in d's position
@@ -628,7 +629,9 @@ static int partners_of(blk_master *m, a2a_kept *k, a2a *s, int contiguous) {
   static const char owner = 0;
   const blk_partners *p = NULL;
   int made = 0;
-  int rc = blk__swap_partners_merged_kept(m, &owner, s->a, s->nblocks, s->k, contiguous, &p, &made);
+  /* (any_budget, not this rank's budget: the rounds must be alike on every rank) */
+  int rc = blk__swap_partners_merged_kept(m, &owner, s->a, s->nblocks, s->k, contiguous,
+                                          m->any_budget, &p, &made);
   if (rc) return rc;
   if (blk_partners_rounds(p) > MAX_ROUNDS) /* (n < 2^31 has fewer) */
     return blk__fail(BLK_EINVAL, "all_to_all: %d rounds", blk_partners_rounds(p));

@@ -73,15 +73,17 @@ static int group_local(const blk_assigner *a, int n, int step, int size) {
 
 /* The rounds blk__swap_partners_merged_kept runs instead of p's: their radices into radices[]
  * and their count, or -1 to run p's as they are (folded, or more rounds than radices[] holds).
- * All n blocks on one rank, n <= BLK__MERGED_DIRECT_MAX: one round of n. Otherwise p's rounds in
+ * n <= BLK__MERGED_DIRECT_MAX with all n blocks on one rank, or with `stored`: one round of n.
+ * Otherwise p's rounds in
  * order, each run of consecutive ones whose groups lie on one rank merged greedily while the
  * merged group has at most BLK__MERGED_GROUP_MAX members. In either order consecutive rounds
  * are consecutive digits of the gid, so a merged group is the gids that differ only in those
  * digits: `size` members, the smaller of the rounds' steps apart. */
-static int merge_rounds(const blk_partners *p, const blk_assigner *a, int n, int *radices) {
+static int merge_rounds(const blk_partners *p, const blk_assigner *a, int n, int stored,
+                        int *radices) {
   int rounds = blk_partners_rounds(p);
   /* All n on one rank: the group of n members 1 apart, folded or not. */
-  if (rounds > 1 && n <= BLK__MERGED_DIRECT_MAX && group_local(a, n, 1, n)) {
+  if (rounds > 1 && n <= BLK__MERGED_DIRECT_MAX && (stored || group_local(a, n, 1, n))) {
     radices[0] = n;
     return 1;
   }
@@ -106,13 +108,14 @@ static int merge_rounds(const blk_partners *p, const blk_assigner *a, int n, int
 }
 
 int blk__swap_partners_merged_kept(blk_master *m, const void *owner, const blk_assigner *a, int n,
-                                   int k, int contiguous, const blk_partners **out, int *made) {
+                                   int k, int contiguous, int stored, const blk_partners **out,
+                                   int *made) {
   int rc;
   kept_swap *ks = kept_of(m, owner, n, k, contiguous, made, &rc);
   *out = ks ? ks->p : NULL;
   if (!ks || blk_partners_rounds(ks->p) < 2) return rc; /* (one round: nothing to merge) */
   int radices[MAX_ROUNDS];
-  int merged = merge_rounds(ks->p, a, n, radices);
+  int merged = merge_rounds(ks->p, a, n, stored, radices);
   if (merged < 0 || merged == blk_partners_rounds(ks->p)) return BLK_OK; /* as k made them */
   if (!ks->merged || ks->nmerged != merged ||
       memcmp(ks->radices, radices, (size_t)merged * sizeof *radices) != 0) {

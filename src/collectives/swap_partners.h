@@ -32,21 +32,25 @@ int blk__swap_partners_kept(blk_master *m, const void *owner, int n, int k, int 
 
 /* As blk__swap_partners_kept, but with the rounds inside a rank of a merged. All n blocks on
  * one rank and n <= BLK__MERGED_DIRECT_MAX: one round of n, a direct exchange (64 blocks at
- * k = 4 take one round, not three; 47, which k would fold, one too). Otherwise each run of
- * consecutive rounds whose groups all lie on one rank (every block's group in them) becomes
- * one round, while the merged group has at most BLK__MERGED_GROUP_MAX members; folded
- * partners stay as they are, and so do the rounds that cross ranks.
+ * k = 4 take one round, not three; 47, which k would fold, one too). The same for any n <=
+ * BLK__MERGED_DIRECT_MAX when `stored` says a message between rounds is a trip through storage
+ * on some rank. Otherwise each run of consecutive rounds whose groups all lie on one rank
+ * (every block's group in them) becomes one round, while the merged group has at most
+ * BLK__MERGED_GROUP_MAX members; folded partners stay as they are, and so do the rounds that
+ * cross ranks.
  *
  * Why: in a collective whose middle rounds only forward (all_to_all), a round between blocks
  * of one rank saves no latency and costs a pass over their messages (under a memory budget,
  * a trip through storage). But a wide round among several costs more per message than the
- * rounds it saves, while a direct exchange, whose messages go unpacked, pays for itself;
- * docs/performance.md (12.2) has the figures.
+ * rounds it saves, while a direct exchange, whose messages go unpacked, pays for itself: inside
+ * a rank always, and across ranks when every forward would be written and read back (in core
+ * there, k's fewer and larger messages win); docs/performance.md (12.2) has the figures.
  *
- * The result depends only on (a, n, k, contiguous), which every rank has alike, so every rank
- * runs the same rounds. Costs O(n) rank look-ups per round on every call: an assigner's
- * content, not its address, decides. */
+ * The result depends only on (a, n, k, contiguous, stored), which every rank must have alike
+ * (stored: the master's any_budget), so every rank runs the same rounds. Costs O(n) rank
+ * look-ups per round on every call: an assigner's content, not its address, decides. */
 int blk__swap_partners_merged_kept(blk_master *m, const void *owner, const blk_assigner *a, int n,
-                                   int k, int contiguous, const blk_partners **out, int *made);
+                                   int k, int contiguous, int stored, const blk_partners **out,
+                                   int *made);
 
 #endif

@@ -27,13 +27,14 @@
  * sender's memory.
  *
  * The rounds: blk runs all of at most 64 blocks on one rank as one round
- * (a count k folds too), and otherwise merges consecutive rounds whose
- * groups lie inside one rank, up to a group of 16. The test works out
- * which by brute force, from the group lists of the rounds k makes (each
- * block's merged group is every gid reachable through the rounds' groups,
- * all on one rank), and checks that receive_fn runs in the round after the
- * last of those: the merged rounds are what the on-rank and placement
- * checks below follow.
+ * (a count k folds too), and so any count up to 64 when some rank has a
+ * memory budget (--mem-blocks, here on every rank); otherwise it merges
+ * consecutive rounds whose groups lie inside one rank, up to a group of
+ * 16. The test works out which by brute force, from the group lists of the
+ * rounds k makes (each block's merged group is every gid reachable through
+ * the rounds' groups, all on one rank), and checks that receive_fn runs in
+ * the round after the last of those: the merged rounds are what the
+ * on-rank and placement checks below follow.
  *
  * A third run, placed, sends as by reference through blk_all_to_all_with
  * with a place callback that gives every local block a receive area (one
@@ -69,7 +70,8 @@ enum { BY_COPY, BY_REFERENCE, PLACED };
 
 typedef struct ctx {
   int nblocks, big, mode;
-  int swaps; /* this rank's budget may swap a block out (room for fewer than its blocks) */
+  int swaps;  /* this rank's budget may swap a block out (room for fewer than its blocks) */
+  int budget; /* some rank has a budget (master's mem_blocks; alike on every rank here) */
   int rank;
   const blk_assigner *a;
   blk_partners *swap; /* the rounds blk_all_to_all runs (k, order); folded: between */
@@ -411,15 +413,15 @@ static int merged_group_local(const blk_partners *p, const blk_assigner *a, int 
 
 /* Sets c->swap (and c->fold) to the rounds blk runs for k and the order,
  * from those of blk_partners_create (c->swap, over the gids folding
- * leaves): with all of at most 64 blocks on this rank, one round of all of
- * them; unfolded, each run of consecutive rounds that stays on one rank
- * merged into one, greedily from the first, while its group has at most 16
- * members. */
+ * leaves): with all of at most 64 blocks on this rank, or at most 64 and a
+ * budget, one round of all of them; unfolded, each run of consecutive
+ * rounds that stays on one rank merged into one, greedily from the first,
+ * while its group has at most 16 members. */
 static void merge_rounds(ctx *c, int contiguous) {
   int n = c->nblocks, one_rank = 1, axes[40] = {0}, radices[40];
   for (int g = 1; g < n; g++) one_rank &= blk_assigner_rank(c->a, g) == blk_assigner_rank(c->a, 0);
   int merged = 0;
-  if (rounds_of(c) > 1 && n <= 64 && one_rank) {
+  if (rounds_of(c) > 1 && n <= 64 && (one_rank || c->budget)) {
     radices[merged++] = n;
     c->fold = 0;
   } else if (!c->fold) {
@@ -499,7 +501,15 @@ static void placement_and_failures(int size, int rank, int threads, int big, int
   blk_assigner *a;
   CHECK_OK(blk_assigner_create_round_robin(&a, size, size));
   /* One block per rank: any budget holds it, so blk may refer and place. */
-  ctx c = {size, big, PLACED, swaps_of(a, rank, mem_blocks), rank, a, NULL, 0, 0, 0, -1, -1};
+  ctx c = {.nblocks = size,
+           .big = big,
+           .mode = PLACED,
+           .swaps = swaps_of(a, rank, mem_blocks),
+           .budget = mem_blocks > 0,
+           .rank = rank,
+           .a = a,
+           .fail_gid = -1,
+           .fail_send_gid = -1};
   blk_master *m = master_of(a, rank, threads, mem_blocks);
   int k = size < 2 ? 2 : size;
   for (int rep = 0; rep < 3; rep++) CHECK_OK(run(m, &c, k, 1, &rank, 1));
@@ -574,7 +584,15 @@ int main(int argc, char **argv) {
       CHECK_OK(blk_assigner_create_contiguous(&a, size, nblocks));
     else
       CHECK_OK(blk_assigner_create_round_robin(&a, size, nblocks));
-    ctx c = {nblocks, big, BY_COPY, swaps_of(a, rank, mem_blocks), rank, a, NULL, 0, 0, 0, -1, -1};
+    ctx c = {.nblocks = nblocks,
+             .big = big,
+             .mode = BY_COPY,
+             .swaps = swaps_of(a, rank, mem_blocks),
+             .budget = mem_blocks > 0,
+             .rank = rank,
+             .a = a,
+             .fail_gid = -1,
+             .fail_send_gid = -1};
     blk_master *m = master_of(a, rank, threads, mem_blocks);
     int n = blk_assigner_local_count(a, rank);
     int gids[NB_MAX];
