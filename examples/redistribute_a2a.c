@@ -93,13 +93,19 @@ static int drop_sent(void *block, blk_proxy *p, void *user) {
   return 0;
 }
 
-/* all_to_all receive: one in queue per block that sent us points, by gid. */
+/* all_to_all receive: one in queue per block that sent us points, by gid.
+ * The room for all of them is made once: out of core the block arrives with
+ * none (it left empty after its send), and growing it queue by queue copied
+ * what had arrived at each doubling. */
 static int receive_points(void *block, blk_proxy *p, void *user) {
   (void)user; /* the a2a_setup */
   point_block *b = block;
+  size_t total = b->n;
+  for (int i = 0; i < blk_proxy_in_count(p); i++)
+    total += blk_proxy_incoming_remaining(p, i) / sizeof(point);
+  if (point_block_reserve(b, total)) return BLK_ENOMEM;
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     size_t count = blk_proxy_incoming_remaining(p, i) / sizeof(point);
-    if (point_block_reserve(b, b->n + count)) return BLK_ENOMEM;
     blk_proxy_dequeue(p, i, b->pts + b->n, count * sizeof(point));
     b->n += count;
   }
