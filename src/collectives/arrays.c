@@ -48,6 +48,7 @@
 #include "collectives/reduce_run.h"
 #include "master/master_state.h"
 #include "patterns/partners_folded.h"
+#include "patterns/partners_joined.h"
 #include "patterns/partners_pipeline.h"
 #include "patterns/partners_ring.h"
 #include "runtime/comm.h"
@@ -65,6 +66,11 @@ typedef struct job {
    * the scatter's fold rounds before its inner rounds, its inner rounds, and
    * the gather's fold rounds before its inner rounds. */
   int fold, off, inner, goff;
+  /* SPLIT in core: each local block's array by lid, asked before the rounds,
+   * so that place_share answers while the block's callbacks run (the
+   * array function may not be called then); NULL: ask the block. */
+  unsigned char *const *arrays;
+  const blk__table *table;
 } job;
 
 #define NO_PLACE INT_MAX
@@ -238,8 +244,7 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
 
 /* SPLIT, first half: send piece j of the share to member j; sum the pieces
  * the group sent for this block's share. */
-static int scatter_round(void *block, blk_proxy *p, void *user) {
-  const job *j = user;
+static int scatter_step(const job *j, void *block, blk_proxy *p, int sends) {
   int gid = blk_proxy_gid(p), e = blk_proxy_round(p) - j->off; /* the inner round */
   unsigned char *a = array_of(j, block, gid);
   if (e > j->inner) { /* unfolded: an extra gets its piece from its stand-in */
@@ -260,7 +265,7 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
     const void *in = blk_buffer_read_view(blk_proxy_incoming(p, i), (to - from) * j->elem);
     combine(j, a + from * j->elem, in, to - from);
   }
-  int nout = blk_proxy_out_count(p);
+  int nout = sends ? blk_proxy_out_count(p) : 0;
   for (int i = 0; i < nout; i++) {
     int to_gid = blk_proxy_out_gid(p, i);
     if (to_gid == gid) continue;
@@ -279,16 +284,19 @@ static int scatter_round(void *block, blk_proxy *p, void *user) {
   return BLK_OK;
 }
 
+static int scatter_round(void *block, blk_proxy *p, void *user) {
+  return scatter_step(user, block, p, 1);
+}
+
 /* SPLIT, second half: send the share to the group, put the members' shares
  * in place. The gather partners run the scatter's rounds backwards, so
  * after gather round r the share is the scatter's after R - r rounds. */
-static int gather_round(void *block, blk_proxy *p, void *user) {
-  const job *j = user;
+static int gather_step(const job *j, void *block, blk_proxy *p, int receives) {
   int gid = blk_proxy_gid(p), e = blk_proxy_round(p) - j->goff; /* the inner round */
   int R = j->inner;
   unsigned char *a = array_of(j, block, gid);
   size_t from, to;
-  for (int i = 0; i < blk_proxy_in_count(p); i++) {
+  for (int i = 0; i < (receives ? blk_proxy_in_count(p) : 0); i++) {
     int src = blk_proxy_in_gid(p, i);
     if (src == gid) continue;
     if (e == 0) { /* the fold: an extra's own piece */
@@ -323,6 +331,22 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
   return BLK_OK;
 }
 
+static int gather_round(void *block, blk_proxy *p, void *user) {
+  return gather_step(user, block, p, 1);
+}
+
+/* SPLIT as one reduction (PATTERN_SPLIT): the scatter's rounds, then the
+ * gather's from round goff, which is both the scatter's last (its pieces
+ * arrive) and the gather's first (the share leaves). */
+static int split_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int r = blk_proxy_round(p);
+  if (r < j->goff) return scatter_step(j, block, p, 1);
+  if (r > j->goff) return gather_step(j, block, p, 1);
+  int rc = scatter_step(j, block, p, 0);
+  return rc ? rc : gather_step(j, block, p, 0);
+}
+
 /* A member's share in an inner gather round, from another rank, is
  * received where gather_round would copy it: that range of the array is
  * written once, by this copy, and the shares this block sent before (by
@@ -334,7 +358,8 @@ static void *place_share(void *block, int gid, int src, int round, size_t bytes,
   share(j, src, j->inner - e + 1, &lo, &hi);
   size_t from = piece(j, lo), to = piece(j, hi);
   if (bytes != (to - from) * j->elem) return NULL;
-  return array_of(j, block, gid) + from * j->elem;
+  unsigned char *a = block ? array_of(j, block, gid) : j->arrays[blk__table_lid(j->table, gid)];
+  return a + from * j->elem;
 }
 
 /* Scan: block g's prefix over the blocks before it (exclusive) or up to it
@@ -704,14 +729,14 @@ static void *place_array(void *block, int gid, int src, int round, size_t bytes,
  * return blk's codes (an enqueue that found no memory) as they are. */
 static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                   job *j) {
-  static const blk__driver driver = {"arrays", NULL, 1, NULL, 0};
-  static const blk__driver placing = {"arrays", NULL, 1, place_array, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 0, 0};
+  static const blk__driver placing = {"arrays", NULL, 1, place_array, 0, 0, 0};
   return blk__reduce_run(m, a, p, fn, j, j->place_from == NO_PLACE ? &driver : &placing);
 }
 
 /* SPLIT's second half (j->p the first half's partners, for the shares). */
 static int gather(blk_master *m, const blk_assigner *a, const blk_partners *back, job *j) {
-  static const blk__driver driver = {"arrays", NULL, 1, place_share, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, place_share, 0, 0, 0};
   return blk__reduce_run(m, a, back, gather_round, j, &driver);
 }
 
@@ -767,6 +792,8 @@ static void kept_partners_free(void *mem) {
  *  GATHER   SPLIT's second half: the scatter's inner rounds backwards,
  *           then the unfold;
  *  GATHER_ALL  the same with the fold first too (blk_arrays_all_gather);
+ *  SPLIT    SCATTER joined to GATHER (partners_joined.h): the all-reduce
+ *           as one reduction;
  *  RING     the ring (k is then its rounds);
  *  PIPELINE the pipelined tree (width is then its segments). */
 #define PATTERN_SCATTER (-1)
@@ -774,6 +801,7 @@ static void kept_partners_free(void *mem) {
 #define PATTERN_GATHER_ALL (-3)
 #define PATTERN_RING (-4)
 #define PATTERN_PIPELINE (-5)
+#define PATTERN_SPLIT (-6)
 
 /* The swap rounds of SPLIT's gather over n blocks: the scatter's (halving
  * order) backwards. */
@@ -794,6 +822,13 @@ static int make_pattern(blk_partners **out, int pattern, int n, int k, int conti
   if (pattern == PATTERN_PIPELINE) return blk__partners_create_pipeline(out, n, k, width);
   if (pattern >= 0)
     return blk__partners_create_folding_within(out, (blk_pattern)pattern, n, k, contiguous, width);
+  if (pattern == PATTERN_SPLIT) {
+    blk_partners *scatter = NULL, *gather = NULL;
+    int rc = make_pattern(&scatter, PATTERN_SCATTER, n, k, contiguous, width);
+    if (!rc && (rc = make_pattern(&gather, PATTERN_GATHER, n, k, contiguous, width)))
+      blk_partners_destroy(scatter);
+    return rc ? rc : blk__partners_create_joined(out, scatter, gather);
+  }
   int m = blk__fold_base_within(n, width);
   blk_partners *inner = NULL;
   int rc = pattern == PATTERN_SCATTER ? blk_partners_create(&inner, BLK_SWAP, 1, &m, k, 0)
@@ -954,7 +989,7 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
   if (width < 0) return rc;
   blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, width, &rc);
   if (!p) return rc;
-  job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE, 0, 0, 0, 0};
+  job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE, 0, 0, 0, 0, NULL, NULL};
   if (pattern == BLK_SWAP) fold_job(&j, width, 1);
   return reduce(m, a, p, fn, &j);
 }
@@ -1001,7 +1036,8 @@ int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec
   if (width < 0) return rc;
   blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
   if (!p) return rc;
-  scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0}, kind == BLK_SCAN_INCLUSIVE};
+  scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0, NULL, NULL},
+                kind == BLK_SCAN_INCLUSIVE};
   fold_job(&s.j, width, 1);
   return reduce(m, a, p, scan_round, &s.j);
 }
@@ -1019,7 +1055,7 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   if (!p) return rc;
   blk_partners *back = partners(m, PATTERN_GATHER_ALL, n, spec->k, 0, width, &rc);
   if (!back) return rc;
-  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
+  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL};
   fold_job(&j, width, 0);
   j.goff = j.off; /* the gather folds first too */
   return gather(m, a, back, &j);
@@ -1152,8 +1188,8 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
                      spec->segment, spec->count, n, RING_MAX_ROUNDS);
   blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, 0, &rc);
   if (!p) return rc;
-  static const blk__driver driver = {"arrays", NULL, 1, place_piece, 0};
-  ring_job rj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, S};
+  static const blk__driver driver = {"arrays", NULL, 1, place_piece, 0, 0, 0};
+  ring_job rj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL}, S};
   return blk__reduce_run(m, a, p, ring_round, &rj.j, &driver);
 }
 
@@ -1267,14 +1303,16 @@ static int pipe_segments(const blk_master *m, const blk_assigner *a, const blk_a
 
 static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
                                      size_t elem) {
-  static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0, 0, 0};
   int n = blk_assigner_nblocks(a), S = pipe_segments(m, a, spec, elem, n), rc = BLK_OK;
   if (!S)
     return blk__fail(BLK_EINVAL,
                      "arrays: segments of %zu bytes over %zu elements take more than %d rounds",
                      spec->segment, spec->count, RING_MAX_ROUNDS);
-  pipe_job pj = {
-      {spec, NULL, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, {0}, a, blk_master_rank(m)};
+  pipe_job pj = {{spec, NULL, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL},
+                 {0},
+                 a,
+                 blk_master_rank(m)};
   if ((rc = blk__pipeline_init(&pj.t, n, spec->k, S))) return rc; /* (alike on every rank) */
   blk_partners *p = partners(m, PATTERN_PIPELINE, n, spec->k, 0, S, &rc);
   if (!p) return rc;
@@ -1300,30 +1338,47 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     if (width < 0) return rc;
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
     if (!p) return rc;
-    static const blk__driver driver = {"arrays", NULL, 1, NULL, 1};
-    butterfly_job bj = {
-        {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0}, a, blk_master_rank(m)};
+    static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 1, 0};
+    butterfly_job bj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL},
+                        a,
+                        blk_master_rank(m)};
     return blk__reduce_run(m, a, p, butterfly_round, &bj.j, &driver);
   }
   if (alg == BLK_ARRAYS_TREE) { /* (the regular fold: see fold_width) */
     blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
     if (!p) return rc;
     int half = blk_partners_rounds(p) / 2;
-    static const blk__driver driver = {"arrays", NULL, 1, place_array, 1};
-    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0}, half};
+    static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0};
+    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0, NULL, NULL}, half};
     return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
   }
-  /* Reduce-scatter in halving order, then the same groups backwards. Both
-   * halves run on every rank, or neither: a failed first half is agreed. */
+  /* Reduce-scatter in halving order, then the same groups backwards, as
+   * one reduction: one agreement closes both halves. The gather's rounds
+   * that receive write where the scatter sent from by reference, so the
+   * driver holds a block there until such a send to another rank is
+   * complete (hold_for_refs); the scatter writes only the share it keeps. */
   int width = fold_width(m, a, PATTERN_SCATTER, spec->k, 0, bytes, 1, &rc);
   if (width < 0) return rc;
-  blk_partners *p = partners(m, PATTERN_SCATTER, n, spec->k, 0, width, &rc);
-  if (!p) return rc;
-  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0};
+  blk_partners *both = partners(m, PATTERN_SPLIT, n, spec->k, 0, width, &rc);
+  if (!both) return rc;
+  const blk_partners *scatter = blk__partners_joined_first(both);
+  job j = {spec, scatter, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, &m->table};
   fold_job(&j, width, 0);
-  rc = reduce(m, a, p, scatter_round, &j);
-  if (rc) return rc;
-  blk_partners *back = partners(m, PATTERN_GATHER, n, spec->k, 0, width, &rc);
-  if (!back) return rc;
-  return gather(m, a, back, &j);
+  j.goff = blk_partners_rounds(j.p);
+  /* A gather share from another rank may come while its block still runs
+   * an earlier round: in core, placed ahead where it goes (it would
+   * otherwise be copied there from blk's storage). */
+  int nl = blk__table_count(&m->table);
+  unsigned char *few[32], **arrays = NULL;
+  if (!blk__budget_may_swap(&m->budget) && nl > 0)
+    arrays = nl <= 32 ? few : blk__malloc((size_t)nl * sizeof *arrays);
+  for (int i = 0; arrays && i < nl; i++) {
+    blk__block *b = blk__table_at(&m->table, i);
+    arrays[i] = array_of(&j, b->data, b->gid);
+  }
+  j.arrays = arrays;
+  const blk__driver driver = {"arrays", NULL, 1, place_share, arrays != NULL, 1, j.goff};
+  rc = blk__reduce_run(m, a, both, split_round, &j, &driver);
+  if (arrays != few) free(arrays);
+  return rc;
 }

@@ -139,6 +139,11 @@ static void size_queues(rblock *b, int nin, int nout) {
   if (rc) blk__panic("reduce: no memory for %d in and %d out queues of gid %d", nin, nout, b->gid);
 }
 
+/* Whether a reference sent in `round` holds the block (blk__driver). */
+static int holds_refs(const blk__driver *d, int round) {
+  return d->hold_for_refs && (!d->hold_split || round < d->hold_split);
+}
+
 /* Hands the block to the scheduler once its inputs are in; a failed block
  * goes to the list of blocks to move on instead. */
 static void mark_ready(rstate *s, rblock *b) {
@@ -151,7 +156,7 @@ static void mark_ready(rstate *s, rblock *b) {
     return;
   }
   if (b->arrived < b->nin) return;
-  if (b->refs_in_flight) { /* (counted only under d->hold_for_refs) */
+  if (b->refs_in_flight && b->round > s->d->hold_split) { /* (counted: holds_refs) */
     if (!b->held) {
       b->held = 1;
       s->held[s->nheld++] = b->lid;
@@ -349,7 +354,8 @@ static void route_reduce(const blk__msg *msg, blk_buffer *payload, void *ctx) {
  * waits in and a slot still empty: the block cannot run that round before
  * the message is whole. Not while the block is handed to the scheduler
  * (place reads the block), so a message that comes while the block still
- * runs (or waits to run) an earlier round lands in blk's storage. In-core
+ * runs (or waits to run) an earlier round lands in blk's storage, unless
+ * the driver places ahead (d->place_ahead: without the block). In-core
  * only (the block must stay in memory). */
 static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
   rstate *s = ctx;
@@ -357,11 +363,12 @@ static int place_reduce(const blk__msg *msg, blk_buffer *into, void *ctx) {
   int lid = blk__table_lid(&s->m->table, msg->dst_gid);
   if (lid < 0) return 0;
   rblock *b = &s->rb[lid];
-  if (b->failed || b->busy || b->refs_in_flight || msg->key != b->round ||
-      slot_of(b, msg->src_gid) < 0)
+  int now = msg->key == b->round && !b->busy;
+  if (b->failed || msg->key < b->round || (!now && !s->d->place_ahead) ||
+      (b->refs_in_flight && msg->key > s->d->hold_split) || (now && slot_of(b, msg->src_gid) < 0))
     return 0;
-  void *at = s->d->place(blk__table_at(&s->m->table, lid)->data, b->gid, msg->src_gid, b->round,
-                         (size_t)msg->size, s->user);
+  void *block = now ? blk__table_at(&s->m->table, lid)->data : NULL;
+  void *at = s->d->place(block, b->gid, msg->src_gid, msg->key, (size_t)msg->size, s->user);
   if (!at) return 0;
   blk__buffer_ref(into, at, (size_t)msg->size);
   return 1;
@@ -441,7 +448,7 @@ static void finish(rstate *s, rblock *b, int ran) {
     } else {
       blk__msg msg = {s->o->epoch, b->gid, dst, b->round + 1, 0, flags, (int64_t)b->out[i].size};
       blk__op_send(s->o, rank, &msg, &b->out[i], b->round,
-                   s->d->hold_for_refs ? &b->refs_in_flight : NULL);
+                   holds_refs(s->d, b->round) ? &b->refs_in_flight : NULL);
     }
   }
   advance(s, b, b->round + 1);
@@ -1025,6 +1032,6 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
 
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user) {
-  static const blk__driver user_callback = {"reduce", NULL, 0, NULL, 0};
+  static const blk__driver user_callback = {"reduce", NULL, 0, NULL, 0, 0, 0};
   return blk__reduce_run(m, a, p, fn, user, &user_callback);
 }

@@ -26,6 +26,12 @@ typedef struct blk__driver {
    * runs, for the round the block waits in, and only when the message is
    * the block's only one from that partner; NULL (the function) never. */
   void *(*place)(void *block, int gid, int src, int round, size_t bytes, void *user);
+  /* place may also be asked for a round after the one the block waits in,
+   * and while a callback of the block runs or waits to run (block is then
+   * NULL): it must answer without the block, and give memory no callback
+   * before `round` reads or writes. A message that comes early then lands
+   * where it is read, not in blk's storage to be copied from. */
+  int place_ahead;
   /* The rounds write memory the block sent from by reference before (a
    * tree's array comes back down where it went up from): a block whose
    * reference to another rank is still being sent runs no callback, and
@@ -33,6 +39,12 @@ typedef struct blk__driver {
    * must not see a send buffer written before then). 0: the callbacks
    * never write what they sent. */
   int hold_for_refs;
+  /* With hold_for_refs, 0: every reference holds every round. n > 0: the
+   * rounds are two phases, and only references sent before round n hold,
+   * only the rounds after it (SPLIT: the gather writes where the scatter
+   * sent from; the scatter writes only what it keeps, the gather only what
+   * it has not sent). */
+  int hold_split;
 } blk__driver;
 
 /* blk_reduce, run as d says. */

@@ -25,6 +25,7 @@
 #include "blk/decomposer.h"
 #include "blk/partners.h"
 #include "patterns/partners_folded.h"
+#include "patterns/partners_joined.h"
 #include "patterns/partners_pipeline.h"
 #include "patterns/partners_regular.h"
 #include "patterns/partners_ring.h"
@@ -249,6 +250,36 @@ int blk__partners_create_folded(blk_partners **out, blk_partners *inner, int n, 
   rc = wrap_builtin(out, ops, s, folded_digit, group > 2 ? group : 2);
   if (rc == 0) (*out)->round_position = blk__folded_position;
   return rc;
+}
+
+/* A joined pattern's exchange rounds are its parts' (partners_joined.h). */
+static int joined_digit(const void *state, int round, blk__round_digit *out) {
+  int r;
+  const blk_partners *part = blk__joined_part(state, round, &r);
+  if (!part->round_digit) return -1;
+  return part->round_digit(part->state, r, out);
+}
+
+static int joined_position(const void *state, int round, int gid) {
+  int r;
+  const blk_partners *part = blk__joined_part(state, round, &r);
+  return blk_partners_round_position(part, r, gid);
+}
+
+int blk__partners_create_joined(blk_partners **out, blk_partners *first, blk_partners *second) {
+  *out = NULL;
+  int g1 = blk_partners_max_group(first), g2 = blk_partners_max_group(second);
+  const blk_partners_ops *ops = NULL;
+  void *s = NULL;
+  int rc = blk__joined_create(&ops, &s, first, second);
+  if (rc != 0) return rc;
+  rc = wrap_builtin(out, ops, s, joined_digit, g1 > g2 ? g1 : g2);
+  if (rc == 0) (*out)->round_position = joined_position;
+  return rc;
+}
+
+const blk_partners *blk__partners_joined_first(const blk_partners *p) {
+  return p && p->round_position == joined_position ? blk__joined_first(p->state) : NULL;
 }
 
 int blk__partners_create_folding(blk_partners **out, blk_pattern pattern, int n, int k,
