@@ -44,7 +44,7 @@ void blk_buffer_init(blk_buffer *b) {
 
 void blk_buffer_free(blk_buffer *b) {
   if (!b) return;
-  free(b->data);
+  if (b->data) free(b->data); /* (most freed on a small operation's path hold nothing) */
   blk_buffer_init(b);
 }
 

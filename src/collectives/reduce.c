@@ -613,7 +613,7 @@ static void end_state(rstate *s) {
     for (size_t j = 0; j < b->npending; j++) drop_pending(s, &b->pending[j]);
     b->npending = 0;
     unkeep(s, b);
-    free(b->why);
+    if (b->why) free(b->why);
     b->why = NULL;
   }
   blk__sched_free(&s->sched);
@@ -835,10 +835,12 @@ static void make_plan(const rstate *s, reduce_keep *keep, int room) {
       keep->order_rounds == R)
     return;
   keep->order_of = NULL;
-  free(keep->order);
-  free(keep->place);
-  free(keep->phase);
-  keep->order = keep->place = keep->phase = NULL;
+  if (keep->order || keep->place || keep->phase) { /* (one block: none, every call) */
+    free(keep->order);
+    free(keep->place);
+    free(keep->phase);
+    keep->order = keep->place = keep->phase = NULL;
+  }
   keep->nphases = 0;
   if (n < 2) return;
   keyed *k = blk__malloc((size_t)n * sizeof *k);
