@@ -2,8 +2,8 @@
  * operation.h: the collective operation that is running: its number, where
  * its messages go, what failed on this rank, and the agreement that ends it.
  *
- * Every collective call (foreach, exchange, decompose, a reduction, each
- * half of an array collective) is one operation, with the next number
+ * Every collective call (foreach, exchange, decompose, a reduction, an
+ * array collective) is one operation, with the next number
  * (epoch); every rank runs the same operations in the same order. Messages
  * carry the epoch. While an operation runs, its messages go to its router;
  * a message for the next operation (a faster rank is already there) waits
