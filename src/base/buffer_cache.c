@@ -82,7 +82,7 @@ void blk__buffer_release(blk_buffer *b) {
 }
 
 void blk__buffer_cache_give(blk__buffer_cache *c, blk_buffer *b) {
-  if (blk__buffer_is_ref(b)) {
+  if (!b->data || blk__buffer_is_ref(b)) { /* (nothing to keep: most, on a small operation) */
     blk_buffer_init(b);
     return;
   }
