@@ -57,7 +57,7 @@
  *                    TREE below the threshold, SPLIT above, but TREE out
  *                    of core (a master with a memory budget): it passes
  *                    over the blocks in storage twice, SPLIT (a swap, then
- *                    a swap back) about four times. The choices follow the
+ *                    a swap back) about three times. The choices follow the
  *                    measurements in docs/performance.md and
  *                    docs/out-of-core.md. With a tuning file (the master's
  *                    tuning setting, master.h), AUTO instead picks the

@@ -1152,7 +1152,7 @@ static int choose_algorithm(const blk_master *m, const blk_assigner *a, const bl
    * rank has a budget (which every rank knows alike, m->any_budget).
    * On one rank nothing crosses, and SPLIT moves the fewest bytes; but
    * out of core the passes over storage cost far more than the bytes,
-   * and TREE makes two where SPLIT makes four (docs/out-of-core.md). Only
+   * and TREE makes two where SPLIT makes about three (docs/out-of-core.md). Only
    * one rank looks at its budget here, so every rank still picks alike. */
   if (blk_assigner_nblocks(a) > nranks) {
     int ooc = m && blk__budget_may_swap(&m->budget);
