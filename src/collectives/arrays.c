@@ -20,14 +20,18 @@
  *     whole arrays per round: R (alpha + (k-1) (beta + gamma) m).
  *   SPLIT all-reduce: 2R rounds; round e moves (k_e - 1)/k_e of a share that
  *     shrinks by k_e each round: 2 (alpha R + beta m (n-1)/n) per block.
- * Copies: in-core, a message refers to the sender's array wherever the
- * sender does not write it before the operation ends (merge, broadcast,
- * SPLIT, TREE's broadcast half, and TREE's merge half to a parent on the
- * same rank); elsewhere (BUTTERFLY, TREE's merge half across ranks,
- * out-of-core) every byte sent is copied once into its message. A received
- * byte is read once (summed or copied into the array), except a
- * broadcasting round's message from another rank, which is received
- * straight into the array (place_array).
+ * Copies: in-core, a message refers to the sender's array instead of
+ * copying it, except where a later round writes what went before a member
+ * on the same rank has read it (BUTTERFLY's members on this rank), and out
+ * of core, where every byte sent is copied once into its message. Where a
+ * later round does write what went (TREE's array comes back down,
+ * BUTTERFLY's next round, SPLIT's gather filling the ranges its scatter
+ * sent), the receiver on this rank has read it first (the write waits for a
+ * message it sends after), and the driver holds the block while such a
+ * send to another rank is under way (hold_for_refs, SPLIT's hold_split). A
+ * received byte is read once (summed or copied into the array), except a
+ * message from another rank that lands straight in the array (place_array,
+ * place_share, and the rings' and pipelined tree's place functions).
  */
 #include "blk/arrays.h"
 
