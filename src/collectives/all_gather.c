@@ -145,7 +145,8 @@ static int hand_over(const gather *g, blk_proxy *p, void *block, int gid, const 
   if (m != (uint64_t)g->nblocks)
     blk__proxy_misuse(p, "all_gather: gid %d ends with %llu pieces of %d", gid,
                       (unsigned long long)m, g->nblocks);
-  size_t *offsets = blk__malloc(((size_t)g->nblocks + 1) * sizeof *offsets);
+  size_t few[64],
+      *offsets = g->nblocks < 64 ? few : blk__malloc(((size_t)g->nblocks + 1) * sizeof *offsets);
   if (!offsets)
     return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for %d offsets", gid,
                      g->nblocks);
@@ -159,7 +160,7 @@ static int hand_over(const gather *g, blk_proxy *p, void *block, int gid, const 
   offsets[g->nblocks] = at;
   unsigned char *own = NULL, *result = g->place ? g->place(block, gid, at, g->user) : NULL;
   if (!result && !(result = own = blk__malloc(at ? at : 1))) {
-    free(offsets);
+    if (offsets != few) free(offsets);
     return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for %zu bytes", gid, at);
   }
   unsigned char *to = result;
@@ -169,7 +170,7 @@ static int hand_over(const gather *g, blk_proxy *p, void *block, int gid, const 
   }
   int rc = g->take(block, gid, result, offsets, g->nblocks, g->user);
   free(own);
-  free(offsets);
+  if (offsets != few) free(offsets);
   return rc ? blk__callback_error("take callback", rc) : BLK_OK;
 }
 
@@ -184,7 +185,9 @@ static int gather_round(void *block, blk_proxy *p, void *user) {
     if ((rc = g->give(block, gid, &data, &size, g->user)))
       return blk__callback_error("give callback", rc);
     uint64_t one = 1, s = size;
-    if (blk_buffer_write(&run_q, &one, 8) || blk_buffer_write(&run_q, &s, 8) ||
+    /* (Its whole size first: one allocation, not one per write.) */
+    if (size > SIZE_MAX - 16 || blk_buffer_reserve(&run_q, 16 + size) ||
+        blk_buffer_write(&run_q, &one, 8) || blk_buffer_write(&run_q, &s, 8) ||
         (size && blk_buffer_write(&run_q, data, size))) {
       blk_buffer_free(&run_q);
       return blk__fail(BLK_ENOMEM, "all_gather: gid %d has no memory for its %zu bytes", gid, size);
