@@ -75,9 +75,25 @@ typedef struct job {
    * array function may not be called then); NULL: ask the block. */
   unsigned char *const *arrays;
   const blk__table *table;
+  /* The inner rounds' radices and steps (fold_job), so that share is
+   * arithmetic; NULL: asked of p (more rounds than they hold). */
+  const int *radix, *step;
 } job;
 
+/* Room for fold_job's digits. */
+#define MAX_DIGITS 40
+typedef struct digits {
+  int radix[MAX_DIGITS], step[MAX_DIGITS];
+} digits;
+
 #define NO_PLACE INT_MAX
+
+/* A job that sums what comes in, receives into blk's storage and is not
+ * folded; callers set what differs. */
+static job new_job(const blk_arrays *spec, const blk_partners *p, int n, size_t elem, int by_ref) {
+  return (job){
+      .spec = spec, .p = p, .nblocks = n, .elem = elem, .by_ref = by_ref, .place_from = NO_PLACE};
+}
 
 /* Out queue i gets the n bytes at data: a reference when the pattern never
  * changes what it sent before the operation ends (see by_ref), else a copy. */
@@ -145,6 +161,15 @@ static size_t own_piece(const job *j, int g) {
 static void share(const job *j, int gid, int done, int *lo, int *hi) {
   *lo = 0;
   *hi = j->nblocks - j->fold;
+  if (j->radix) { /* the position in inner round i is digit i of gid's virtual block */
+    int v = gid < 2 * j->fold ? gid / 2 : gid - j->fold;
+    for (int i = 0; i < done; i++) {
+      int width = (*hi - *lo) / j->radix[i];
+      *lo += v / j->step[i] % j->radix[i] * width;
+      *hi = *lo + width;
+    }
+    return;
+  }
   for (int e = j->off; e < j->off + done; e++) {
     int k = blk_partners_round_radix(j->p, e), width = (*hi - *lo) / k;
     int pos = blk_partners_round_position(j->p, e, gid);
@@ -893,11 +918,19 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
 /* SPLIT's rounds over a count that may be folded: the scatter pattern j->p
  * has a fold round first and, if `unfolds` (reduce-scatter), an unfold
  * round last; the gather's first round is the inner one (goff 0). */
-static void fold_job(job *j, int width, int unfolds) {
+static void fold_job(job *j, int width, int unfolds, digits *d) {
   j->fold = j->nblocks - blk__fold_base_within(j->nblocks, width);
   j->off = j->fold ? 1 : 0;
   j->inner = blk_partners_rounds(j->p) - j->off - (j->fold && unfolds ? 1 : 0);
   j->goff = 0;
+  j->radix = j->step = NULL;
+  if (j->inner > MAX_DIGITS) return;
+  for (int i = 0; i < j->inner; i++) {
+    d->radix[i] = blk_partners_round_radix(j->p, j->off + i);
+    d->step[i] = blk_partners_round_step(j->p, j->off + i);
+  }
+  j->radix = d->radix;
+  j->step = d->step;
 }
 
 /* The cost model for choices made per call: the tuning file's fitted
@@ -993,8 +1026,11 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
   if (width < 0) return rc;
   blk_partners *p = partners(m, (int)pattern, n, spec->k, contiguous, width, &rc);
   if (!p) return rc;
-  job j = {spec, p, n, elem, copy, refs_allowed(m), copy ? 0 : NO_PLACE, 0, 0, 0, 0, NULL, NULL};
-  if (pattern == BLK_SWAP) fold_job(&j, width, 1);
+  job j = new_job(spec, p, n, elem, refs_allowed(m));
+  j.copy = copy;
+  j.place_from = copy ? 0 : NO_PLACE;
+  digits d;
+  if (pattern == BLK_SWAP) fold_job(&j, width, 1, &d);
   return reduce(m, a, p, fn, &j);
 }
 
@@ -1040,9 +1076,9 @@ int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec
   if (width < 0) return rc;
   blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
   if (!p) return rc;
-  scan_job s = {{spec, p, n, elem, 0, 0, NO_PLACE, 0, 0, 0, 0, NULL, NULL},
-                kind == BLK_SCAN_INCLUSIVE};
-  fold_job(&s.j, width, 1);
+  scan_job s = {new_job(spec, p, n, elem, 0), kind == BLK_SCAN_INCLUSIVE};
+  digits d;
+  fold_job(&s.j, width, 1, &d);
   return reduce(m, a, p, scan_round, &s.j);
 }
 
@@ -1059,8 +1095,9 @@ int blk_arrays_all_gather(blk_master *m, const blk_assigner *a, const blk_arrays
   if (!p) return rc;
   blk_partners *back = partners(m, PATTERN_GATHER_ALL, n, spec->k, 0, width, &rc);
   if (!back) return rc;
-  job j = {spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL};
-  fold_job(&j, width, 0);
+  job j = new_job(spec, p, n, elem, refs_allowed(m));
+  digits d;
+  fold_job(&j, width, 0, &d);
   j.goff = j.off; /* the gather folds first too */
   return gather(m, a, back, &j);
 }
@@ -1193,7 +1230,7 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
   blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, 0, &rc);
   if (!p) return rc;
   static const blk__driver driver = {"arrays", NULL, 1, place_piece, 0, 0, 0};
-  ring_job rj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL}, S};
+  ring_job rj = {new_job(spec, p, n, elem, refs_allowed(m)), S};
   return blk__reduce_run(m, a, p, ring_round, &rj.j, &driver);
 }
 
@@ -1313,10 +1350,7 @@ static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const
     return blk__fail(BLK_EINVAL,
                      "arrays: segments of %zu bytes over %zu elements take more than %d rounds",
                      spec->segment, spec->count, RING_MAX_ROUNDS);
-  pipe_job pj = {{spec, NULL, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL},
-                 {0},
-                 a,
-                 blk_master_rank(m)};
+  pipe_job pj = {new_job(spec, NULL, n, elem, refs_allowed(m)), {0}, a, blk_master_rank(m)};
   if ((rc = blk__pipeline_init(&pj.t, n, spec->k, S))) return rc; /* (alike on every rank) */
   blk_partners *p = partners(m, PATTERN_PIPELINE, n, spec->k, 0, S, &rc);
   if (!p) return rc;
@@ -1343,9 +1377,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
     if (!p) return rc;
     static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 1, 0};
-    butterfly_job bj = {{spec, p, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, NULL},
-                        a,
-                        blk_master_rank(m)};
+    butterfly_job bj = {new_job(spec, p, n, elem, refs_allowed(m)), a, blk_master_rank(m)};
     return blk__reduce_run(m, a, p, butterfly_round, &bj.j, &driver);
   }
   if (alg == BLK_ARRAYS_TREE) { /* (the regular fold: see fold_width) */
@@ -1353,7 +1385,8 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     if (!p) return rc;
     int half = blk_partners_rounds(p) / 2;
     static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0};
-    tree_job t = {{spec, p, n, elem, 0, refs_allowed(m), half + 1, 0, 0, 0, 0, NULL, NULL}, half};
+    tree_job t = {new_job(spec, p, n, elem, refs_allowed(m)), half};
+    t.j.place_from = half + 1;
     return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
   }
   /* Reduce-scatter in halving order, then the same groups backwards, as
@@ -1365,9 +1398,10 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   if (width < 0) return rc;
   blk_partners *both = partners(m, PATTERN_SPLIT, n, spec->k, 0, width, &rc);
   if (!both) return rc;
-  const blk_partners *scatter = blk__partners_joined_first(both);
-  job j = {spec, scatter, n, elem, 0, refs_allowed(m), NO_PLACE, 0, 0, 0, 0, NULL, &m->table};
-  fold_job(&j, width, 0);
+  job j = new_job(spec, blk__partners_joined_first(both), n, elem, refs_allowed(m));
+  j.table = &m->table;
+  digits d;
+  fold_job(&j, width, 0, &d);
   j.goff = blk_partners_rounds(j.p);
   /* A gather share from another rank may come while its block still runs
    * an earlier round: in core, placed ahead where it goes (it would
