@@ -89,10 +89,6 @@ int blk__budget_may_swap(const blk__budget *b) {
   return b->max_blocks > 0 && (b->max_blocks < count || b->resident < count);
 }
 
-int blk__budget_resident(const blk__budget *b, int lid) {
-  return blk__table_at(b->table, lid)->resident;
-}
-
 static int over_budget(const blk__budget *b, int extra_blocks, size_t extra_bytes) {
   if (b->max_blocks && b->resident + b->lent + extra_blocks > b->max_blocks) return 1;
   if (b->max_bytes && b->resident > 0 && b->resident_bytes + extra_bytes > b->max_bytes) return 1;
@@ -106,10 +102,6 @@ int blk__budget_keep_queue(blk__budget *b, size_t bytes) {
   return 1;
 }
 
-void blk__budget_unkeep_queue(blk__budget *b, size_t bytes) {
-  b->queues_kept -= bytes < b->queues_kept ? bytes : b->queues_kept;
-}
-
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec) {
   if (!b->storage || q->size == 0 || q->size < b->queue_bytes || rec->stored) return BLK_OK;
   int rc = blk__storage_put(b->storage, gid, BLK__RECORD_QUEUE, q->data, q->size, 0, rec);
@@ -119,8 +111,7 @@ int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record 
   return BLK_OK;
 }
 
-int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec) {
-  if (!rec->stored) return BLK_OK;
+int blk__budget_restore_stored(blk__budget *b, blk_buffer *q, blk__record *rec) {
   /* Into memory a spilled queue gave back, if the cache holds some: get
    * reads into q's capacity, and fresh memory would fault in while the
    * driver waits. (Without it get allocates, and says so if it cannot.) */
@@ -133,8 +124,7 @@ int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec) {
   return BLK_OK;
 }
 
-void blk__budget_drop_queue(blk__budget *b, blk__record *rec) {
-  if (!rec->stored) return;
+void blk__budget_drop_stored(blk__budget *b, blk__record *rec) {
   blk__storage_release(b->storage, rec);
   memset(rec, 0, sizeof *rec);
 }
@@ -469,12 +459,6 @@ int blk__budget_lend(blk__budget *b, int lid, size_t bytes) {
   blk__table_at(b->table, lid)->lent++;
   b->lent++;
   return 1;
-}
-
-void blk__budget_unlend(blk__budget *b, int lid) {
-  blk__block *blk = blk__table_at(b->table, lid);
-  b->lent -= blk->lent;
-  blk->lent = 0;
 }
 
 void blk__budget_release(blk__budget *b, int lid) {

@@ -141,8 +141,11 @@ void blk__budget_poll(blk__budget *b);
 /* Waits for all I/O under way. Returns 0 or the first error of a write
  * behind not told through on_error (the detail names the gid). */
 int blk__budget_flush(blk__budget *b);
-/* Whether lid's block is in memory. */
-int blk__budget_resident(const blk__budget *b, int lid);
+/* Whether lid's block is in memory. (Inline, as the other queries on every
+ * block's every round below: in core they find nothing to do.) */
+static inline int blk__budget_resident(const blk__budget *b, int lid) {
+  return blk__table_at(b->table, lid)->resident;
+}
 /* Counts a block just added to the table (resident, not pinned),
  * evicting others if the budget is exceeded. */
 int blk__budget_added(blk__budget *b, int lid);
@@ -157,7 +160,9 @@ int blk__budget_added(blk__budget *b, int lid);
 int blk__budget_keep_queue(blk__budget *b, size_t bytes);
 /* The messages kept for a block that is now in memory (or gone): `bytes`
  * no longer count. */
-void blk__budget_unkeep_queue(blk__budget *b, size_t bytes);
+static inline void blk__budget_unkeep_queue(blk__budget *b, size_t bytes) {
+  b->queues_kept -= bytes < b->queues_kept ? bytes : b->queues_kept;
+}
 
 /* Whether a message of `bytes` for block lid, which is out, may stay in
  * memory in a block's place instead of going to storage: when there is a
@@ -172,7 +177,11 @@ void blk__budget_unkeep_queue(blk__budget *b, size_t bytes);
  * the victim stays in memory, nothing is lost). */
 int blk__budget_lend(blk__budget *b, int lid, size_t bytes);
 /* The places lid's messages held (blk__budget_lend) are the budget's again. */
-void blk__budget_unlend(blk__budget *b, int lid);
+static inline void blk__budget_unlend(blk__budget *b, int lid) {
+  blk__block *blk = blk__table_at(b->table, lid);
+  b->lent -= blk->lent;
+  blk->lent = 0;
+}
 
 /* Writes a queue buffer to storage and gives its memory to the buffer
  * cache, which keeps it for the next large message or frees it (no-op if
@@ -181,8 +190,14 @@ void blk__budget_unlend(blk__budget *b, int lid);
  * only where that saves time. */
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec);
 /* Reads a spilled queue back (no-op if it was not spilled). */
-int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec);
-/* Drops a spilled queue's record. */
-void blk__budget_drop_queue(blk__budget *b, blk__record *rec);
+int blk__budget_restore_stored(blk__budget *b, blk_buffer *q, blk__record *rec);
+static inline int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec) {
+  return rec->stored ? blk__budget_restore_stored(b, q, rec) : 0;
+}
+/* Drops a spilled queue's record (no-op if it was not spilled). */
+void blk__budget_drop_stored(blk__budget *b, blk__record *rec);
+static inline void blk__budget_drop_queue(blk__budget *b, blk__record *rec) {
+  if (rec->stored) blk__budget_drop_stored(b, rec);
+}
 
 #endif
