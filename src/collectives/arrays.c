@@ -917,14 +917,16 @@ static blk_partners *partners(blk_master *m, int pattern, int n, int k, int cont
 
 /* SPLIT's rounds over a count that may be folded: the scatter pattern j->p
  * has a fold round first and, if `unfolds` (reduce-scatter), an unfold
- * round last; the gather's first round is the inner one (goff 0). */
+ * round last; the gather's first round is the inner one (goff 0). The
+ * inner rounds' radices and steps go into d, which must outlive the job,
+ * for share. */
 static void fold_job(job *j, int width, int unfolds, digits *d) {
   j->fold = j->nblocks - blk__fold_base_within(j->nblocks, width);
   j->off = j->fold ? 1 : 0;
   j->inner = blk_partners_rounds(j->p) - j->off - (j->fold && unfolds ? 1 : 0);
   j->goff = 0;
   j->radix = j->step = NULL;
-  if (j->inner > MAX_DIGITS) return;
+  if (!d || j->inner > MAX_DIGITS) return; /* (d NULL: the job never asks for a share) */
   for (int i = 0; i < j->inner; i++) {
     d->radix[i] = blk_partners_round_radix(j->p, j->off + i);
     d->step[i] = blk_partners_round_step(j->p, j->off + i);
@@ -1077,8 +1079,7 @@ int blk_arrays_scan(blk_master *m, const blk_assigner *a, const blk_arrays *spec
   blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
   if (!p) return rc;
   scan_job s = {new_job(spec, p, n, elem, 0), kind == BLK_SCAN_INCLUSIVE};
-  digits d;
-  fold_job(&s.j, width, 1, &d);
+  fold_job(&s.j, width, 1, NULL); /* (the scan finds its positions itself) */
   return reduce(m, a, p, scan_round, &s.j);
 }
 
