@@ -9,7 +9,12 @@
  *   BLK_ARRAYS_TREE  merge up a k-ary tree to gid 0 (and, for an all-reduce,
  *                    broadcast back down): 2 log_k(n) rounds, each moving the
  *                    whole array. Latency-optimal; every byte crosses the
- *                    network log_k(n) times.
+ *                    network log_k(n) times. When the all-reduce's top
+ *                    group is two blocks on two ranks, the two exchange
+ *                    their sums at once and each combines them (as
+ *                    BUTTERFLY does), where the root would receive and
+ *                    then send back: one round, and one transfer across
+ *                    ranks in series, less.
  *   BLK_ARRAYS_SPLIT reduce-scatter by swap rounds (each round splits what a
  *                    block holds into k pieces and keeps one, summing what
  *                    the group sent for it), then, for an all-reduce, an

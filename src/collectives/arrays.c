@@ -15,7 +15,8 @@
  *
  * Cost, n blocks, m bytes per array, radix k, R = log_k n rounds:
  *   TREE all-reduce: 2R rounds, (k-1) messages of m into each parent:
- *     2R (alpha + (k-1) beta m) on the critical path.
+ *     2R (alpha + (k-1) beta m) on the critical path; one round less when
+ *     its top is an exchange (top_across_ranks).
  *   BUTTERFLY all-reduce: R rounds, each block sends and combines (k-1)
  *     whole arrays per round: R (alpha + (k-1) (beta + gamma) m).
  *   SPLIT all-reduce: 2R rounds; round e moves (k_e - 1)/k_e of a share that
@@ -55,6 +56,7 @@
 #include "patterns/partners_joined.h"
 #include "patterns/partners_pipeline.h"
 #include "patterns/partners_ring.h"
+#include "patterns/partners_top.h"
 #include "runtime/comm.h"
 #include "runtime/proxy_state.h"
 
@@ -187,11 +189,7 @@ static void check_size(blk_proxy *p, int i, size_t want) {
 
 /* Tree rounds (merge, broadcast or both): sum what comes in while merging,
  * copy it while broadcasting; send the whole array on. */
-static int tree_round(void *block, blk_proxy *p, void *user) {
-  const job *j = user;
-  int gid = blk_proxy_gid(p);
-  unsigned char *a = array_of(j, block, gid);
-  size_t bytes = j->spec->count * j->elem;
+static void tree_receive(const job *j, blk_proxy *p, int gid, unsigned char *a, size_t bytes) {
   for (int i = 0; i < blk_proxy_in_count(p); i++) {
     if (blk_proxy_in_gid(p, i) == gid) continue; /* own data is in place */
     check_size(p, i, bytes);
@@ -201,12 +199,24 @@ static int tree_round(void *block, blk_proxy *p, void *user) {
     } else
       combine(j, a, in, j->spec->count);
   }
+}
+
+static int tree_send(const job *j, blk_proxy *p, int gid, const unsigned char *a, size_t bytes) {
   for (int i = 0; i < blk_proxy_out_count(p); i++) {
     if (blk_proxy_out_gid(p, i) == gid) continue; /* empty to itself */
     int rc = send_bytes(j, p, i, a, bytes);
     if (rc) return rc;
   }
   return BLK_OK;
+}
+
+static int tree_round(void *block, blk_proxy *p, void *user) {
+  const job *j = user;
+  int gid = blk_proxy_gid(p);
+  unsigned char *a = array_of(j, block, gid);
+  size_t bytes = j->spec->count * j->elem;
+  tree_receive(j, p, gid, a, bytes);
+  return tree_send(j, p, gid, a, bytes);
 }
 
 /* BUTTERFLY: every member of the group sends its whole array to the others
@@ -224,6 +234,54 @@ typedef struct butterfly_job {
   int me; /* this rank */
 } butterfly_job;
 
+/* The group's arrays (the in queues, this block's own among them)
+ * combined into a, in the group's order. */
+static int combine_group(const job *j, blk_proxy *p, int gid, unsigned char *a, size_t bytes) {
+  int nin = blk_proxy_in_count(p);
+  int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
+  unsigned char *acc = a;
+  if (!in_place && !(acc = blk__malloc(bytes ? bytes : 1)))
+    return blk__fail(BLK_ENOMEM, "arrays: gid %d has no memory for a %zu-byte array", gid, bytes);
+  int first = 1;
+  for (int i = 0; i < nin; i++) {
+    int src = blk_proxy_in_gid(p, i);
+    if (in_place && src == gid) continue; /* a is already in acc */
+    const void *in = a;
+    if (src != gid) {
+      check_size(p, i, bytes);
+      in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
+    }
+    if (!in_place && first)
+      blk__copy(acc, in, bytes);
+    else
+      combine(j, acc, in, j->spec->count);
+    first = 0;
+  }
+  if (!in_place) {
+    blk__copy(a, acc, bytes);
+    free(acc);
+  }
+  return BLK_OK;
+}
+
+/* a to every out-partner but this block, when this block writes a in its
+ * next round: a copy to a member on this rank (it may read while this block
+ * writes), a reference to one on another (the driver holds the block). */
+static int send_before_write(const job *j, const blk_assigner *as, int me, blk_proxy *p, int gid,
+                             const unsigned char *a, size_t bytes) {
+  for (int i = 0; i < blk_proxy_out_count(p); i++) {
+    int dst = blk_proxy_out_gid(p, i);
+    if (dst == gid) continue; /* empty to itself */
+    if (j->by_ref && blk_assigner_rank(as, dst) != me) {
+      blk__proxy_enqueue_ref(p, i, a, bytes);
+    } else {
+      int rc = blk_proxy_enqueue(p, i, a, bytes);
+      if (rc) return rc;
+    }
+  }
+  return BLK_OK;
+}
+
 static int butterfly_round(void *block, blk_proxy *p, void *user) {
   const butterfly_job *bj = user;
   const job *j = &bj->j;
@@ -234,41 +292,10 @@ static int butterfly_round(void *block, blk_proxy *p, void *user) {
     check_size(p, 0, bytes);
     if (bytes) blk__copy(a, blk_proxy_dequeue_view(p, 0, bytes), bytes);
   } else if (nin > 1) {
-    int in_place = nin == 2 || blk_proxy_in_gid(p, 0) == gid;
-    unsigned char *acc = a;
-    if (!in_place && !(acc = blk__malloc(bytes ? bytes : 1)))
-      return blk__fail(BLK_ENOMEM, "arrays: gid %d has no memory for a %zu-byte array", gid, bytes);
-    int first = 1;
-    for (int i = 0; i < nin; i++) {
-      int src = blk_proxy_in_gid(p, i);
-      if (in_place && src == gid) continue; /* a is already in acc */
-      const void *in = a;
-      if (src != gid) {
-        check_size(p, i, bytes);
-        in = blk_buffer_read_view(blk_proxy_incoming(p, i), bytes);
-      }
-      if (!in_place && first)
-        blk__copy(acc, in, bytes);
-      else
-        combine(j, acc, in, j->spec->count);
-      first = 0;
-    }
-    if (!in_place) {
-      blk__copy(a, acc, bytes);
-      free(acc);
-    }
+    int rc = combine_group(j, p, gid, a, bytes);
+    if (rc) return rc;
   }
-  for (int i = 0; i < blk_proxy_out_count(p); i++) {
-    int dst = blk_proxy_out_gid(p, i);
-    if (dst == gid) continue; /* empty to itself */
-    if (j->by_ref && blk_assigner_rank(bj->a, dst) != bj->me) {
-      blk__proxy_enqueue_ref(p, i, a, bytes);
-    } else {
-      int rc = blk_proxy_enqueue(p, i, a, bytes);
-      if (rc) return rc;
-    }
-  }
-  return BLK_OK;
+  return send_before_write(j, bj->a, bj->me, p, gid, a, bytes);
 }
 
 /* SPLIT, first half: send piece j of the share to member j; sum the pieces
@@ -823,6 +850,8 @@ static void kept_partners_free(void *mem) {
  *  GATHER_ALL  the same with the fold first too (blk_arrays_all_gather);
  *  SPLIT    SCATTER joined to GATHER (partners_joined.h): the all-reduce
  *           as one reduction;
+ *  TREE     the tree all-reduce (blk_pattern's, folded) with its top an
+ *           exchange (partners_top.h);
  *  RING     the ring (k is then its rounds);
  *  PIPELINE the pipelined tree (width is then its segments). */
 #define PATTERN_SCATTER (-1)
@@ -831,6 +860,7 @@ static void kept_partners_free(void *mem) {
 #define PATTERN_RING (-4)
 #define PATTERN_PIPELINE (-5)
 #define PATTERN_SPLIT (-6)
+#define PATTERN_TREE (-7)
 
 /* The swap rounds of SPLIT's gather over n blocks: the scatter's (halving
  * order) backwards. */
@@ -851,6 +881,11 @@ static int make_pattern(blk_partners **out, int pattern, int n, int k, int conti
   if (pattern == PATTERN_PIPELINE) return blk__partners_create_pipeline(out, n, k, width);
   if (pattern >= 0)
     return blk__partners_create_folding_within(out, (blk_pattern)pattern, n, k, contiguous, width);
+  if (pattern == PATTERN_TREE) {
+    blk_partners *tree = NULL;
+    int rc = blk__partners_create_folding_within(&tree, BLK_ALLREDUCE, n, k, contiguous, width);
+    return rc ? rc : blk__partners_create_top(out, tree);
+  }
   if (pattern == PATTERN_SPLIT) {
     blk_partners *scatter = NULL, *gather = NULL;
     int rc = make_pattern(&scatter, PATTERN_SCATTER, n, k, contiguous, width);
@@ -1037,11 +1072,30 @@ static int run(blk_master *m, const blk_assigner *a, const blk_arrays *spec, blk
 }
 
 /* The tree all-reduce needs to know, per round, whether it is merging or
- * broadcasting: the merge half is rounds 0..R/2 of the all-reduce partners. */
+ * broadcasting: the merge half is rounds 0..half of the all-reduce
+ * partners. With the top exchange (partners_top.h) the top group's members
+ * send each other their sums in round top - 1 and combine them in round
+ * top: merging below it, broadcasting above. */
 typedef struct tree_job {
   job j;
-  int half; /* rounds <= half merge */
+  int half;              /* rounds <= half merge */
+  int top;               /* the round the top group combines in; -1: the root's */
+  const blk_assigner *a; /* (for the top exchange's sends) */
+  int me;                /* this rank */
 } tree_job;
+
+/* Whether the tree all-reduce p runs with its top an exchange: where its
+ * top group is two blocks on two ranks. Then the two messages across ranks
+ * that the root's turn sends one after the other go at once, and the
+ * round's latency is saved. Two blocks on one rank would gain no latency
+ * and pay a copy (the exchange's, see below); more than two members would
+ * send w (w - 1) arrays instead of 2 (w - 1). The same answer on every
+ * rank: it depends on the pattern and the assigner only. */
+static int top_across_ranks(const blk_partners *p, const blk_assigner *a) {
+  int T = blk_partners_rounds(p), top[3];
+  return T >= 2 && blk_partners_in(p, T / 2, 0, top, 3) == 2 &&
+         blk_assigner_rank(a, top[0]) != blk_assigner_rank(a, top[1]);
+}
 
 /* A block that sent its array up gets it overwritten on the way down, in
  * the same operation, so the merge half's references need care. To a
@@ -1049,12 +1103,25 @@ typedef struct tree_job {
  * array is written only in the broadcast round the parent starts after
  * that. To a parent on another rank: the driver holds the block (its
  * broadcast round, and the down message landing in the array) until MPI
- * is done sending it (blk__driver.hold_for_refs). */
+ * is done sending it (blk__driver.hold_for_refs). The top exchange writes
+ * the array in the round after it sends, as BUTTERFLY does: a member on
+ * this rank gets a copy. */
 static int tree_allreduce_round(void *block, blk_proxy *p, void *user) {
   tree_job *t = (tree_job *)user; /* (blk__reduce_run passes its first member) */
   job j = t->j;
-  j.copy = blk_proxy_round(p) > t->half; /* broadcasting: copy, do not sum */
-  return tree_round(block, p, &j);
+  int r = blk_proxy_round(p);
+  j.copy = r > t->half; /* broadcasting: copy, do not sum */
+  if (t->top < 0 || r < t->top - 1 || r > t->top) return tree_round(block, p, &j);
+  int gid = blk_proxy_gid(p);
+  unsigned char *a = array_of(&j, block, gid);
+  size_t bytes = j.spec->count * j.elem;
+  if (r == t->top - 1) { /* the children's sums in, then the sum to the top group */
+    tree_receive(&j, p, gid, a, bytes);
+    return send_before_write(&j, t->a, t->me, p, gid, a, bytes);
+  }
+  /* the group's sums combined: the root's result, sent down this subtree */
+  int rc = combine_group(&j, p, gid, a, bytes);
+  return rc ? rc : tree_send(&j, p, gid, a, bytes);
 }
 
 int blk_arrays_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec) {
@@ -1117,12 +1184,18 @@ static const blk_arrays_algorithm alg_list[] = {
  * the model leaves it out (it pays 2 (n-1) latencies across ranks). */
 #define MODEL_RING_MAX_BLOCKS 64
 
-/* The cost model's time for pattern `pattern` (make_pattern's) with
- * messages of `bytes` into *t (seconds). */
+/* The cost model's time for pattern `pattern` (make_pattern's; TREE's
+ * with the top exchange only where the all-reduce runs it) with messages
+ * of `bytes` into *t (seconds). */
 static int model_time(const blk_assigner *a, int pattern, int k, int contiguous, size_t bytes,
                       int split, const blk_cost_model *cm, double *t) {
   blk_partners *p = NULL;
-  int rc = make_pattern(&p, pattern, blk_assigner_nblocks(a), k, contiguous, blk__fold_width(k));
+  int rc = make_pattern(&p, pattern == PATTERN_TREE ? BLK_ALLREDUCE : pattern,
+                        blk_assigner_nblocks(a), k, contiguous, blk__fold_width(k));
+  if (!rc && pattern == PATTERN_TREE && top_across_ranks(p, a)) {
+    blk_partners *tree = p; /* (as the TREE all-reduce runs it) */
+    rc = blk__partners_create_top(&p, tree);
+  }
   if (rc) return rc;
   *t = blk_partners_predict(p, a, bytes, cm, split);
   blk_partners_destroy(p);
@@ -1145,7 +1218,7 @@ static int modelled_best(const blk_assigner *a, const blk_arrays *spec, const do
   size_t bytes = spec->count * type_size(spec->type);
   double t[4] = {0, 0, 0, 0};
   int ring = n > 1 && n <= MODEL_RING_MAX_BLOCKS;
-  int rc = model_time(a, BLK_ALLREDUCE, k, 1, bytes, 0, &cm, &t[0]);
+  int rc = model_time(a, PATTERN_TREE, k, 1, bytes, 0, &cm, &t[0]);
   if (!rc) rc = model_time(a, PATTERN_SCATTER, k, 0, bytes, 1, &cm, &t[1]);
   if (!rc) rc = model_time(a, BLK_SWAP, k, 1, bytes, 0, &cm, &t[2]);
   if (!rc && ring)
@@ -1383,11 +1456,14 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
   }
   if (alg == BLK_ARRAYS_TREE) { /* (the regular fold: see fold_width) */
     blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
+    if (p && top_across_ranks(p, a))
+      p = partners(m, PATTERN_TREE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
     if (!p) return rc;
-    int half = blk_partners_rounds(p) / 2;
+    int rounds = blk_partners_rounds(p), top = rounds % 2 ? (rounds + 1) / 2 : -1;
+    int half = top < 0 ? rounds / 2 : top - 1;
     static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0};
-    tree_job t = {new_job(spec, p, n, elem, refs_allowed(m)), half};
-    t.j.place_from = half + 1;
+    tree_job t = {new_job(spec, p, n, elem, refs_allowed(m)), half, top, a, blk_master_rank(m)};
+    t.j.place_from = (top < 0 ? half : top) + 1;
     return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
   }
   /* Reduce-scatter in halving order, then the same groups backwards, as

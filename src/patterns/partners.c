@@ -29,6 +29,7 @@
 #include "patterns/partners_pipeline.h"
 #include "patterns/partners_regular.h"
 #include "patterns/partners_ring.h"
+#include "patterns/partners_top.h"
 
 /* The most (round, gid) pairs create checks of a custom pattern: 2^32, about
  * a minute at ~15 ns a pair with trivial ops functions. */
@@ -280,6 +281,32 @@ int blk__partners_create_joined(blk_partners **out, blk_partners *first, blk_par
 
 const blk_partners *blk__partners_joined_first(const blk_partners *p) {
   return p && p->round_position == joined_position ? blk__joined_first(p->state) : NULL;
+}
+
+/* A top exchange's rounds are its tree's (partners_top.h). */
+static int top_digit(const void *state, int round, blk__round_digit *out) {
+  int r;
+  const blk_partners *tree = blk__top_part(state, round, &r);
+  if (!tree->round_digit) return -1;
+  return tree->round_digit(tree->state, r, out);
+}
+
+static int top_position(const void *state, int round, int gid) {
+  int r;
+  const blk_partners *tree = blk__top_part(state, round, &r);
+  return blk_partners_round_position(tree, r, gid);
+}
+
+int blk__partners_create_top(blk_partners **out, blk_partners *tree) {
+  *out = NULL;
+  int group = blk_partners_max_group(tree);
+  const blk_partners_ops *ops = NULL;
+  void *s = NULL;
+  int rc = blk__top_create(&ops, &s, tree);
+  if (rc != 0) return rc;
+  rc = wrap_builtin(out, ops, s, top_digit, group);
+  if (rc == 0) (*out)->round_position = top_position;
+  return rc;
 }
 
 int blk__partners_create_folding(blk_partners **out, blk_pattern pattern, int n, int k,
