@@ -27,7 +27,7 @@
 static int list_is(const blk_partners *p, int in, int r, int g, int n, const int *want) {
   int got[MAXG];
   int m = in ? blk_partners_in(p, r, g, got, MAXG) : blk_partners_out(p, r, g, got, MAXG);
-  return m == n && !memcmp(got, want, (size_t)n * sizeof *got);
+  return m == n && (n == 0 || !memcmp(got, want, (size_t)n * sizeof *got));
 }
 
 /* 4 blocks, k = 2: levels {0,1} {2,3}, then {0,2}. The tree sends up,
