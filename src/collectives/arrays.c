@@ -799,8 +799,10 @@ static int gather(blk_master *m, const blk_assigner *a, const blk_partners *back
 /* Partners are made once per pattern and kept by the master for the calls
  * that follow (they never change once made): making them allocates, and on
  * one rank that was a fifth of a small collective. A few are kept, the
- * least recently used one making room. */
-#define KEPT_PARTNERS 6
+ * least recently used one making room: enough for a program that calls
+ * several array collectives in turn (TREE's all-reduce alone looks up two,
+ * the tree and, across ranks, the one with its top an exchange). */
+#define KEPT_PARTNERS 8
 
 /* What fold_width's answer depends on. */
 typedef struct fold_key {
