@@ -234,7 +234,7 @@ int blk_all_gather(blk_master *m, const blk_assigner *a, int k, blk_gather_give_
 
 int blk_all_gather_with(blk_master *m, const blk_assigner *a, int k, blk_gather_give_fn give,
                         blk_gather_take_fn take, const blk_all_gather_config *cfg, void *user) {
-  static const blk__driver driver = {"all_gather", NULL, 1, NULL, 0, 0, 0};
+  static const blk__driver driver = {"all_gather", NULL, 1, NULL, 0, 0, 0, 0};
   if (!m) return blk__fail(BLK_EINVAL, "all_gather: the master is NULL");
   if (!a || !give || !take)
     return blk__fail(BLK_EINVAL, "all_gather: the assigner, give or take is NULL");

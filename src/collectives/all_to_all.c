@@ -665,8 +665,8 @@ int blk_all_to_all(blk_master *m, const blk_assigner *a, int k, int contiguous,
 int blk_all_to_all_with(blk_master *m, const blk_assigner *a, int k, int contiguous,
                         blk_foreach_fn send_fn, blk_foreach_fn receive_fn,
                         const blk_all_to_all_config *cfg, void *user) {
-  static const blk__driver driver = {"all_to_all", needs_block, 1, NULL, 0, 0, 0};
-  static const blk__driver placing = {"all_to_all", needs_block, 1, place_direct, 0, 0, 0};
+  static const blk__driver driver = {"all_to_all", needs_block, 1, NULL, 0, 0, 0, 0};
+  static const blk__driver placing = {"all_to_all", needs_block, 1, place_direct, 0, 0, 0, 0};
   if (!m) return blk__fail(BLK_EINVAL, "all_to_all: the master is NULL");
   if (!a || !send_fn || !receive_fn)
     return blk__fail(BLK_EINVAL, "all_to_all: the assigner, send_fn or receive_fn is NULL");

@@ -785,14 +785,14 @@ static void *place_array(void *block, int gid, int src, int round, size_t bytes,
  * return blk's codes (an enqueue that found no memory) as they are. */
 static int reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                   job *j) {
-  static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 0, 0};
-  static const blk__driver placing = {"arrays", NULL, 1, place_array, 0, 0, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 0, 0, 0};
+  static const blk__driver placing = {"arrays", NULL, 1, place_array, 0, 0, 0, 1};
   return blk__reduce_run(m, a, p, fn, j, j->place_from == NO_PLACE ? &driver : &placing);
 }
 
 /* SPLIT's second half (j->p the first half's partners, for the shares). */
 static int gather(blk_master *m, const blk_assigner *a, const blk_partners *back, job *j) {
-  static const blk__driver driver = {"arrays", NULL, 1, place_share, 0, 0, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, place_share, 0, 0, 0, 1};
   return blk__reduce_run(m, a, back, gather_round, j, &driver);
 }
 
@@ -1305,7 +1305,7 @@ static int ring_all_reduce(blk_master *m, const blk_assigner *a, const blk_array
                      spec->segment, spec->count, n, RING_MAX_ROUNDS);
   blk_partners *p = partners(m, PATTERN_RING, n, 2 * (n - 1) * S, 0, 0, &rc);
   if (!p) return rc;
-  static const blk__driver driver = {"arrays", NULL, 1, place_piece, 0, 0, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, place_piece, 0, 0, 0, 0};
   ring_job rj = {new_job(spec, p, n, elem, refs_allowed(m)), S};
   return blk__reduce_run(m, a, p, ring_round, &rj.j, &driver);
 }
@@ -1420,7 +1420,7 @@ static int pipe_segments(const blk_master *m, const blk_assigner *a, const blk_a
 
 static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
                                      size_t elem) {
-  static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0, 0, 0};
+  static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0, 0, 0, 0};
   int n = blk_assigner_nblocks(a), S = pipe_segments(m, a, spec, elem, n), rc = BLK_OK;
   if (!S)
     return blk__fail(BLK_EINVAL,
@@ -1452,7 +1452,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     if (width < 0) return rc;
     blk_partners *p = partners(m, BLK_SWAP, n, spec->k, 1, width, &rc);
     if (!p) return rc;
-    static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 1, 0};
+    static const blk__driver driver = {"arrays", NULL, 1, NULL, 0, 1, 0, 0};
     butterfly_job bj = {new_job(spec, p, n, elem, refs_allowed(m)), a, blk_master_rank(m)};
     return blk__reduce_run(m, a, p, butterfly_round, &bj.j, &driver);
   }
@@ -1463,7 +1463,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     if (!p) return rc;
     int rounds = blk_partners_rounds(p), top = rounds % 2 ? (rounds + 1) / 2 : -1;
     int half = top < 0 ? rounds / 2 : top - 1;
-    static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0};
+    static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0, 1};
     tree_job t = {new_job(spec, p, n, elem, refs_allowed(m)), half, top, a, blk_master_rank(m)};
     t.j.place_from = (top < 0 ? half : top) + 1;
     return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
@@ -1494,7 +1494,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     arrays[i] = array_of(&j, b->data, b->gid);
   }
   j.arrays = arrays;
-  const blk__driver driver = {"arrays", NULL, 1, place_share, arrays != NULL, 1, j.goff};
+  const blk__driver driver = {"arrays", NULL, 1, place_share, arrays != NULL, 1, j.goff, 1};
   rc = blk__reduce_run(m, a, both, split_round, &j, &driver);
   if (arrays != few) free(arrays);
   return rc;

@@ -25,6 +25,9 @@
  * whole; every other block finishes as if nothing had happened. An ABORT
  * (a rank that could not start) fails every block. Failed blocks are not
  * handled recursively: they wait in a list the driver's loop works off.
+ * So does a block whose round leaves its callback nothing to do (every
+ * input in place or empty, nothing to send, blk__driver.done_when_placed):
+ * it moves on as if its callback had run.
  *
  * Cost per block per round: the callback, plus alpha + beta*n per remote
  * out-partner and nothing but a pointer swap per local one. A rank's part
@@ -64,7 +67,8 @@ typedef struct rblock {
   int busy;           /* handed to the scheduler, until finish() */
   int with_block;     /* this round's callback gets the block (it is pinned) */
   int failed;         /* from this round on: runs nothing, sends failed messages */
-  int skipping;       /* in the list of failed blocks to move on */
+  int skipping;       /* in the list of blocks to move on without a callback */
+  int quiet;          /* ... and not failed: nothing left to do (done_when_placed) */
   int refs_in_flight; /* references it sent to other ranks, not complete (hold_for_refs) */
   int held;           /* in the list of blocks waiting for them (see mark_ready) */
   int nin, nout, cap_in, cap_out;
@@ -73,6 +77,7 @@ typedef struct rblock {
   blk__record *in_rec; /* out-of-core: in queues spilled while the block is out */
   unsigned char *filled;
   int arrived;
+  int settled; /* of them, how many came empty or landed in place */
   /* Out of core (needed_next): the block of this rank that it waits for
    * and that runs last in the plan, found in round wait_round (-1: not
    * looked for since the block moved on); -1 if none. */
@@ -163,6 +168,14 @@ static void mark_ready(rstate *s, rblock *b) {
     }
     return;
   }
+  if (b->nout == 0 && b->settled == b->nin && s->d->done_when_placed) {
+    if (!b->skipping) { /* (moved on from the list, as a failed block is) */
+      b->skipping = b->quiet = 1;
+      b->code = 0;
+      s->skip[s->nskip++] = b->lid;
+    }
+    return;
+  }
   b->busy = 1;
   b->with_block = !s->d->needs_block || s->d->needs_block(b->round, s->user);
   blk__sched_ready(&s->sched, b->lid, b->round, b->with_block);
@@ -219,6 +232,8 @@ static void fill(rstate *s, rblock *b, int src, blk_buffer *payload, int flags) 
         s->d->name, s->o->epoch, b->gid, src, b->round);
   b->filled[i] = 1;
   b->arrived++;
+  if (!(flags & BLK__MSG_FAILED) && ((flags & BLK__COMM_PLACED) || payload->size == 0))
+    b->settled++;
   if (flags & BLK__MSG_FAILED) {
     b->failed = 1;
   } else {
@@ -246,7 +261,7 @@ static void give_large(rstate *s, blk_buffer *q) {
 static void advance(rstate *s, rblock *b, int round) {
   while (round <= s->rounds && !blk_partners_active(s->p, round, b->gid)) round++;
   b->round = round;
-  b->arrived = 0;
+  b->arrived = b->settled = 0;
   b->wait_round = -1;
   if (round > s->rounds) {
     b->nin = b->nout = 0;
@@ -421,7 +436,8 @@ static void load_failed(void *ctx, int lid, int code) {
 static void finish(rstate *s, rblock *b, int ran) {
   b->busy = 0;
   if (ran) {
-    blk__op_count_callback(s->o);
+    if (!b->quiet) blk__op_count_callback(s->o);
+    b->quiet = 0;
     if (b->code) {
       blk__note_callback_failure(s->o, b->gid, b->round, b->code, &b->why);
       b->failed = 1;
@@ -469,12 +485,13 @@ static void release_held(rstate *s) {
   s->nheld = kept;
 }
 
-/* Moves on the failed blocks waiting in the list (see the top). */
+/* Moves on the blocks waiting in the list: the failed ones (see the top),
+ * and those whose round left their callback nothing to do. */
 static void skip_failed(rstate *s) {
   while (s->nskip > 0) {
     rblock *b = &s->rb[s->skip[--s->nskip]];
     b->skipping = 0;
-    finish(s, b, 0);
+    finish(s, b, b->quiet); /* (quiet: as if its callback ran and did nothing) */
   }
 }
 
@@ -1034,6 +1051,6 @@ int blk__reduce_run(blk_master *m, const blk_assigner *a, const blk_partners *p,
 
 int blk_reduce(blk_master *m, const blk_assigner *a, const blk_partners *p, blk_reduce_fn fn,
                void *user) {
-  static const blk__driver user_callback = {"reduce", NULL, 0, NULL, 0, 0, 0};
+  static const blk__driver user_callback = {"reduce", NULL, 0, NULL, 0, 0, 0, 0};
   return blk__reduce_run(m, a, p, fn, user, &user_callback);
 }

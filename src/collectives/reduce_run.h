@@ -45,6 +45,12 @@ typedef struct blk__driver {
    * sent from; the scatter writes only what it keeps, the gather only what
    * it has not sent). */
   int hold_split;
+  /* A round whose inputs all came empty or landed in place (place) and
+   * that sends nothing leaves its callback nothing to do: the driver moves
+   * the block on without running it (a kilobyte's all-gather or broadcast
+   * then runs one callback round fewer on the receiving side). 0: every
+   * round's callback runs. */
+  int done_when_placed;
 } blk__driver;
 
 /* blk_reduce, run as d says. */
