@@ -189,13 +189,15 @@ static inline void blk__budget_unlend(blk__budget *b, int lid) {
  * stays. Queue records are transient (blk__storage_transient): compressed
  * only where that saves time. */
 int blk__budget_spill_queue(blk__budget *b, int gid, blk_buffer *q, blk__record *rec);
-/* Reads a spilled queue back (no-op if it was not spilled). */
+/* The out-of-line halves of the two below, for a queue that was spilled
+ * (rec->stored set): read it back, or drop its record. */
 int blk__budget_restore_stored(blk__budget *b, blk_buffer *q, blk__record *rec);
+void blk__budget_drop_stored(blk__budget *b, blk__record *rec);
+/* Reads a spilled queue back (no-op if it was not spilled). */
 static inline int blk__budget_restore_queue(blk__budget *b, blk_buffer *q, blk__record *rec) {
   return rec->stored ? blk__budget_restore_stored(b, q, rec) : 0;
 }
 /* Drops a spilled queue's record (no-op if it was not spilled). */
-void blk__budget_drop_stored(blk__budget *b, blk__record *rec);
 static inline void blk__budget_drop_queue(blk__budget *b, blk__record *rec) {
   if (rec->stored) blk__budget_drop_stored(b, rec);
 }
