@@ -52,6 +52,9 @@
  *                    enough segments it costs about one array's transfer
  *                    where TREE costs two in series; each segment pays a
  *                    round's latency. Every block ends with the root's bits.
+ *                    An array of one segment runs as TREE (the same tree
+ *                    with nothing to pipeline, and TREE's top may be one
+ *                    exchange across ranks).
  *   BLK_ARRAYS_AUTO  with one block per rank (n <= ranks): BUTTERFLY below
  *                    BLK_ARRAYS_SPLIT_BYTES, SPLIT above. With several
  *                    blocks per rank on several ranks: a tree (its early

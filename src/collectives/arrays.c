@@ -1418,6 +1418,28 @@ static int pipe_segments(const blk_master *m, const blk_assigner *a, const blk_a
   return S > (size_t)RING_MAX_ROUNDS ? 0 : (int)S;
 }
 
+/* TREE (the regular fold: see fold_width), its top one exchange where
+ * top_across_ranks says it pays. */
+static int tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
+                           size_t elem) {
+  int n = blk_assigner_nblocks(a), rc = BLK_OK;
+  blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
+  if (p && top_across_ranks(p, a))
+    p = partners(m, PATTERN_TREE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
+  if (!p) return rc;
+  int rounds = blk_partners_rounds(p), top = rounds % 2 ? (rounds + 1) / 2 : -1;
+  int half = top < 0 ? rounds / 2 : top - 1;
+  static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0, 1};
+  tree_job t = {new_job(spec, p, n, elem, refs_allowed(m)), half, top, a, blk_master_rank(m)};
+  t.j.place_from = (top < 0 ? half : top) + 1;
+  return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
+}
+
+/* With one segment there is nothing to pipeline: the array goes up the tree
+ * and back down whole, which is what TREE does, and TREE's top is one
+ * exchange where it crosses ranks (1 KiB at 2 ranks x 1 block: 1.09-1.14
+ * of MPI's time against the pipeline's 1.18-1.55, docs/performance.md
+ * 13.21). */
 static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays *spec,
                                      size_t elem) {
   static const blk__driver driver = {"arrays", NULL, 1, place_segment, 0, 0, 0, 0};
@@ -1426,6 +1448,7 @@ static int pipelined_tree_all_reduce(blk_master *m, const blk_assigner *a, const
     return blk__fail(BLK_EINVAL,
                      "arrays: segments of %zu bytes over %zu elements take more than %d rounds",
                      spec->segment, spec->count, RING_MAX_ROUNDS);
+  if (S == 1 && n > 1) return tree_all_reduce(m, a, spec, elem);
   pipe_job pj = {new_job(spec, NULL, n, elem, refs_allowed(m)), {0}, a, blk_master_rank(m)};
   if ((rc = blk__pipeline_init(&pj.t, n, spec->k, S))) return rc; /* (alike on every rank) */
   blk_partners *p = partners(m, PATTERN_PIPELINE, n, spec->k, 0, S, &rc);
@@ -1456,18 +1479,7 @@ int blk_arrays_all_reduce(blk_master *m, const blk_assigner *a, const blk_arrays
     butterfly_job bj = {new_job(spec, p, n, elem, refs_allowed(m)), a, blk_master_rank(m)};
     return blk__reduce_run(m, a, p, butterfly_round, &bj.j, &driver);
   }
-  if (alg == BLK_ARRAYS_TREE) { /* (the regular fold: see fold_width) */
-    blk_partners *p = partners(m, BLK_ALLREDUCE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
-    if (p && top_across_ranks(p, a))
-      p = partners(m, PATTERN_TREE, n, spec->k, 1, blk__fold_width(spec->k), &rc);
-    if (!p) return rc;
-    int rounds = blk_partners_rounds(p), top = rounds % 2 ? (rounds + 1) / 2 : -1;
-    int half = top < 0 ? rounds / 2 : top - 1;
-    static const blk__driver driver = {"arrays", NULL, 1, place_array, 0, 1, 0, 1};
-    tree_job t = {new_job(spec, p, n, elem, refs_allowed(m)), half, top, a, blk_master_rank(m)};
-    t.j.place_from = (top < 0 ? half : top) + 1;
-    return blk__reduce_run(m, a, p, tree_allreduce_round, &t.j, &driver);
-  }
+  if (alg == BLK_ARRAYS_TREE) return tree_all_reduce(m, a, spec, elem);
   /* Reduce-scatter in halving order, then the same groups backwards, as
    * one reduction: one agreement closes both halves. The gather's rounds
    * that receive write where the scatter sent from by reference, so the

@@ -273,21 +273,30 @@ static void own_files(void) {
    * BLK_ARRAYS_PIPELINE_EAGER_BLOCKS blocks each (2 here), PIPELINED_TREE
    * cuts an array of at most BLK_ARRAYS_PIPELINE_EAGER_SEGMENTS segments
    * just below it into those (2080 - 32 bytes of header: 512 floats, 8
-   * segments of 4096 floats) where it sends it whole without the file (16
-   * KiB is under BLK_ARRAYS_PIPELINE_MIN_BYTES): the operation's info line
-   * says 7 rounds more. On one rank, or with more blocks a rank, the file
-   * changes nothing. The sums are right either way. */
+   * segments of 4096 floats): S - 1 + 2 H = 7 + 2 H rounds on the k-nomial
+   * tree H levels deep (the most nonzero base-k digits of a gid below n),
+   * and round 0, says the operation's info line.
+   * Without the file the 16 KiB array is one segment (it is under
+   * BLK_ARRAYS_PIPELINE_MIN_BYTES), which runs as TREE: TREE's rounds. On
+   * one rank, or with more blocks a rank, the file changes nothing. The sums
+   * are right every time. */
   snprintf(text, sizeof text, "blk-tuning 1\neager-step 2080 2200\n");
   write_file(model, text);
   const int per_rank[] = {2, BLK_ARRAYS_PIPELINE_EAGER_BLOCKS + 1};
   for (int pr = 0; pr < 2; pr++) {
-    int nb = per_rank[pr] * size, rounds[2] = {0, 0};
-    for (int with = 0; with < 2; with++) {
+    int nb = per_rank[pr] * size, rounds[3] = {0, 0, 0}, levels = 0;
+    for (int g = 1; g < nb; g++) {
+      int digits = 0;
+      for (int v = g; v; v /= spec.k) digits += v % spec.k != 0;
+      if (digits > levels) levels = digits;
+    }
+    /* 0: PIPELINED_TREE, 1: the same with the file, 2: TREE. */
+    for (int run = 0; run < 3; run++) {
       blk_master_config lc = BLK_MASTER_CONFIG_INIT;
       lc.threads = 1;
-      lc.tuning = with ? model : NULL;
+      lc.tuning = run == 1 ? model : NULL;
       lc.log = count_rounds;
-      lc.log_user = &rounds[with];
+      lc.log_user = &rounds[run];
       lc.log_level = BLK_LOG_INFO;
       CHECK_OK(blk_master_create(&m, MPI_COMM_WORLD, &lc));
       CHECK_OK(blk_assigner_create_contiguous(&a, size, nb));
@@ -298,17 +307,19 @@ static void own_files(void) {
         blocks[i].gid = gids[i];
         CHECK_OK(blk_master_add(m, gids[i], &blocks[i], NULL, 0));
       }
-      spec.algorithm = BLK_ARRAYS_PIPELINED_TREE;
+      spec.algorithm = run == 2 ? BLK_ARRAYS_TREE : BLK_ARRAYS_PIPELINED_TREE;
       CHECK_OK(blk_master_foreach(m, fill, NULL));
       CHECK_OK(blk_arrays_all_reduce(m, a, &spec));
       CHECK_OK(blk_master_foreach(m, verify, &nb));
       unmake(m, a, blocks);
     }
-    int more = size > 1 && per_rank[pr] <= BLK_ARRAYS_PIPELINE_EAGER_BLOCKS ? 7 : 0;
-    CHECK_MSG(rounds[0] > 0 && rounds[1] == rounds[0] + more,
+    int eager = size > 1 && per_rank[pr] <= BLK_ARRAYS_PIPELINE_EAGER_BLOCKS;
+    CHECK_MSG(rounds[2] > 0 && rounds[0] == rounds[2] &&
+                  rounds[1] == (eager ? 8 + 2 * levels : rounds[2]),
               "%d ranks x %d blocks: PIPELINED_TREE ran %d rounds without the eager step, %d "
-              "with it",
-              size, per_rank[pr], rounds[0], rounds[1]);
+              "with it (expected %d); TREE %d",
+              size, per_rank[pr], rounds[0], rounds[1], eager ? 8 + 2 * levels : rounds[2],
+              rounds[2]);
   }
 
   /* Failures: the same code and detail on every rank, no master. */
