@@ -132,9 +132,11 @@ typedef enum blk_arrays_algorithm {
  * ones lose more to rounds than they gain in overlap (32 KiB took up to
  * twice the time of 256 KiB at 2 ranks, docs/performance.md 13.6). */
 #define BLK_ARRAYS_PIPELINE_SEGMENT_BYTES 262144
-/* ... and at most half the array, but not below this: one segment is
+/* ... and at most half the array, but not below this: one segment was
  * TREE's two messages in series (at 256 KiB, 2 ranks, two segments took
- * 0.92 of MPI's time, one 1.46), and 16 KiB ones lose to their rounds. */
+ * 0.92 of MPI's time, one 1.46; one segment now runs as TREE, whose top
+ * may be one exchange, docs/performance.md 13.21), and 16 KiB ones lose to
+ * their rounds. */
 #define BLK_ARRAYS_PIPELINE_MIN_BYTES 32768
 /* ... unless the master's tuning file gives MPI's eager step (blk-tune's
  * eager-step line, master.h) and the job has several ranks with at most
