@@ -21,6 +21,7 @@
 #include "blk/blk.h"
 #include "blk/partners.h"
 #include "check.h"
+#include "partners_checks.h"
 #include "patterns/partners_joined.h"
 
 #define MAXG 1024
@@ -62,20 +63,6 @@ static void merge_then_broadcast(int n, int k, int contiguous) {
   blk_partners_destroy(ref);
 }
 
-/* Messages sent in round r are listed by their receivers in round r + 1. */
-static void check_matched(const blk_partners *p, int n) {
-  static int out[MAXG], in[MAXG];
-  for (int r = 0; r < blk_partners_rounds(p); r++)
-    for (int g = 0; g < n; g++) {
-      int no = blk_partners_out(p, r, g, out, MAXG);
-      for (int i = 0; i < no; i++) {
-        int ni = blk_partners_in(p, r + 1, out[i], in, MAXG), seen = 0;
-        for (int j = 0; j < ni; j++) seen += in[j] == g;
-        CHECK_MSG(seen == 1, "round %d: gid %d sends to %d, listed %d times", r, g, out[i], seen);
-      }
-    }
-}
-
 static void swap_then_swap(int n, int k) {
   blk_partners *a = NULL, *b = NULL, *c = NULL, *d = NULL, *joined = NULL;
   CHECK_OK(blk_partners_create(&a, BLK_SWAP, 1, &n, k, 0));
@@ -98,7 +85,7 @@ static void swap_then_swap(int n, int k) {
       CHECK_EQ_INT(blk_partners_round_radix(joined, r), radix);
     }
   }
-  check_matched(joined, n);
+  check_listed_by_receivers(joined, n);
   blk_partners_destroy(joined);
   blk_partners_destroy(c);
   blk_partners_destroy(d);

@@ -20,6 +20,7 @@
 #include "blk/blk.h"
 #include "blk/partners.h"
 #include "check.h"
+#include "partners_checks.h"
 #include "patterns/partners_top.h"
 
 #define MAXG 1024
@@ -140,15 +141,7 @@ static void against_tree(int n, int k, int contiguous) {
       CHECK_EQ_INT(blk_partners_round_position(top, r, g), blk_partners_round_position(ref, e, g));
     }
   }
-  for (int r = 0; r < T - 1; r++)
-    for (int g = 0; g < n; g++) {
-      int no = blk_partners_out(top, r, g, x, MAXG);
-      for (int i = 0; i < no; i++) {
-        int ni = blk_partners_in(top, r + 1, x[i], y, MAXG), seen = 0;
-        for (int j = 0; j < ni; j++) seen += y[j] == g;
-        CHECK_MSG(seen == 1, "round %d: gid %d sends to %d, listed %d times", r, g, x[i], seen);
-      }
-    }
+  check_listed_by_receivers(top, n);
   simulate(top, n, m);
   blk_partners_destroy(top);
   blk_partners_destroy(ref);
