@@ -253,12 +253,16 @@ int blk__partners_create_folded(blk_partners **out, blk_partners *inner, int n, 
   return rc;
 }
 
+/* Round r's digit of part, a pattern another one delegates a round to. */
+static int part_digit(const blk_partners *part, int r, blk__round_digit *out) {
+  return part->round_digit ? part->round_digit(part->state, r, out) : -1;
+}
+
 /* A joined pattern's exchange rounds are its parts' (partners_joined.h). */
 static int joined_digit(const void *state, int round, blk__round_digit *out) {
   int r;
   const blk_partners *part = blk__joined_part(state, round, &r);
-  if (!part->round_digit) return -1;
-  return part->round_digit(part->state, r, out);
+  return part_digit(part, r, out);
 }
 
 static int joined_position(const void *state, int round, int gid) {
@@ -287,8 +291,7 @@ const blk_partners *blk__partners_joined_first(const blk_partners *p) {
 static int top_digit(const void *state, int round, blk__round_digit *out) {
   int r;
   const blk_partners *tree = blk__top_part(state, round, &r);
-  if (!tree->round_digit) return -1;
-  return tree->round_digit(tree->state, r, out);
+  return part_digit(tree, r, out);
 }
 
 static int top_position(const void *state, int round, int gid) {
