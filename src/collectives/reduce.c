@@ -487,7 +487,7 @@ static void release_held(rstate *s) {
 
 /* Moves on the blocks waiting in the list: the failed ones (see the top),
  * and those whose round left their callback nothing to do. */
-static void skip_failed(rstate *s) {
+static void move_on_skipped(rstate *s) {
   while (s->nskip > 0) {
     rblock *b = &s->rb[s->skip[--s->nskip]];
     b->skipping = 0;
@@ -680,7 +680,7 @@ static void drive(rstate *s) {
   int lids[64], ran[64];
   for (;;) {
     if (o->aborted && !s->abort_seen) abort_all(s);
-    skip_failed(s);
+    move_on_skipped(s);
     if (s->finished == s->nblocks && !o->agreements) {
       blk__sched_drain(&s->sched); /* its writes' failures are this operation's */
       blk__op_agree_start(o, NULL);
