@@ -16,6 +16,7 @@
 
 #include "base/alloc.h"
 #include "base/fail.h"
+#include "base/pages.h"
 #include "base/thread.h"
 #include "base/trace.h"
 
@@ -54,8 +55,12 @@ static blk__io_job *take(blk__io_job **head, blk__io_job **tail) {
 
 /* The job's work, with the lock not held. A put's bytes stay: the driver
  * may read them while the job is under way (a block loaded again from
- * them), and frees them when it takes the job back. */
+ * them), and frees them when it takes the job back. Before the put reads
+ * them, their pages that nothing wrote are made real (base/pages.h): the
+ * program's allocator gets them back, and its next write to a page this
+ * read had mapped to the zero page would interrupt every other core. */
 static void work(blk__io *io, blk__io_job *job) {
+  if (job->op == BLK__IO_PUT) (void)blk__pages_populate(job->bytes.data, job->bytes.size);
   if (job->op == BLK__IO_PUT && job->over) {
     job->rc = blk__storage_put_over(io->storage, job->gid, job->kind, job->bytes.data,
                                     job->bytes.size, job->shuffle, &job->rec, NULL);
