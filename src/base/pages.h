@@ -11,16 +11,18 @@
  * program: blk stores a block whose memory its evict callback handed over
  * (a histogram's counts, half of whose pages no cell reached), reads all of
  * it for the checksum and the codec, and frees it; the program's next
- * calloc gets that memory back and zeroes it. On 2 cores that cost the
- * histogram example a quarter of the time it spent beyond its in-core run
- * (docs/out-of-core.md).
+ * calloc gets that memory back and zeroes it. On 2 cores that was a
+ * quarter of the processor time the histogram example spent beyond its
+ * in-core run (docs/out-of-core.md).
  *
  * blk__pages_populate asks the kernel which pages of the buffer have no
  * mapping yet (mincore) and faults those in as if written
  * (MADV_POPULATE_WRITE, Linux 5.14): what the program's first write would
  * have cost, without the flush, and not a byte changes. Pages that are
- * mapped already, and buffers below BLK__PAGES_POPULATE_MIN (where the two
- * system calls cost more than the flushes could), are left alone.
+ * mapped already are left alone, and so are buffers below
+ * BLK__PAGES_POPULATE_MIN: message-sized, written in full by their enqueues
+ * as a rule, where the system call would add a few percent to the read it
+ * precedes for nothing.
  *
  * Only for memory that blk owns and may write (heap memory: a block's bytes
  * on their way to storage); pages already mapped are never touched. Any
