@@ -1,8 +1,9 @@
-/* test_checksum: blk__checksum is deterministic and alignment-free, the seed
- * matters, every single-bit flip of a 4 KiB buffer and of every short buffer
- * changes it, byte swaps and truncations change it, zero runs of different
- * lengths differ, and its output bits are well mixed. Speed is measured in
- * bench/codec_bench.c, not here. */
+/* test_checksum: blk__checksum is deterministic and alignment-free, its
+ * 256-bit lanes (AVX-512) give the portable lanes' values, the seed
+ * matters, every single-bit flip of a 4 KiB buffer and of every short
+ * buffer changes it, byte swaps and truncations change it, zero runs of
+ * different lengths differ, and its output bits are well mixed. Speed is
+ * measured in bench/codec_bench.c, not here. */
 #include <stdint.h>
 
 #include "blk/blk.h"
@@ -67,6 +68,7 @@ static void test_deterministic(void) {
   CHECK_MSG(pin_empty == 0x9bba56d4d9c6a4c6ull, "empty: %016llx", (unsigned long long)pin_empty);
   CHECK_MSG(pin_text == 0x44e5489d9e646682ull, "text: %016llx", (unsigned long long)pin_text);
   CHECK_MSG(pin_seeded == 0xd9f0f08939f52d58ull, "seeded: %016llx", (unsigned long long)pin_seeded);
+  CHECK(blk__checksum_portable(text, strlen(text), 42) == pin_seeded);
 }
 
 static void test_seed(void) {
@@ -198,8 +200,36 @@ static void test_avalanche(void) {
   }
 }
 
+/* The lanes in one 256-bit register (where the processor has AVX-512) give
+ * the one-lane-at-a-time values: every length to 600 bytes (0..18 stripes
+ * and every tail), longer odd lengths, at several seeds and alignments. */
+static void test_wide_equals_portable(void) {
+  enum { BIG = (1 << 20) + 45 };
+  uint8_t *buf = malloc(BIG + 8);
+  CHECK(buf != NULL);
+  fill_random(buf, BIG + 8);
+  const uint64_t seeds[] = {0, 1, 42, 0x8000000000000000ull, ~0ull};
+  for (size_t si = 0; si < sizeof seeds / sizeof seeds[0]; si++) {
+    for (size_t n = 0; n <= 600; n++)
+      for (size_t off = 0; off < 8; off += 3) {
+        uint64_t a = blk__checksum(buf + off, n, seeds[si]);
+        uint64_t b = blk__checksum_portable(buf + off, n, seeds[si]);
+        CHECK_MSG(a == b, "n=%zu offset %zu seed %llx: %016llx, portable %016llx", n, off,
+                  (unsigned long long)seeds[si], (unsigned long long)a, (unsigned long long)b);
+      }
+    const size_t longer[] = {4095, 4096, 4097, 65567, BIG};
+    for (size_t i = 0; i < sizeof longer / sizeof longer[0]; i++)
+      CHECK(blk__checksum(buf + 5, longer[i], seeds[si]) ==
+            blk__checksum_portable(buf + 5, longer[i], seeds[si]));
+  }
+  free(buf);
+  printf("test_checksum: %s lanes checked against the portable ones\n",
+         blk__checksum_wide() ? "256-bit (AVX-512)" : "no wide lanes on this processor; the");
+}
+
 int main(void) {
   blk_log_set_level(BLK_LOG_NONE);
+  test_wide_equals_portable();
   test_deterministic();
   test_seed();
   test_bit_flips();
