@@ -19,9 +19,9 @@
  * the same on every platform. Cost: one pass, two multiplies per 8
  * bytes on four independent lanes; several GB/s on one core (figures in
  * docs/compression.md). On x86-64 processors with AVX-512 (checked when
- * called) the four lanes run in one 256-bit register, whose 64-bit
- * multiplies take both of a stripe's at once: the same values, computed
- * faster. Pure function: any thread, no state.
+ * called) the four lanes run in one 256-bit register, where two vector
+ * multiplies do a stripe's eight: the same values, computed faster. Pure
+ * function: any thread, no state.
  */
 #ifndef BLK_CHECKSUM_H
 #define BLK_CHECKSUM_H
