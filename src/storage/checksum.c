@@ -93,7 +93,15 @@ static const unsigned char *stripes(const unsigned char *p, size_t *rem, uint64_
   return p;
 }
 
-#if BLK__CHECKSUM_WIDE
+/* x86-64 with GCC or Clang: the 256-bit lanes are built, for processors
+ * that have AVX-512 (checked when called). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define WIDE 1
+#else
+#define WIDE 0
+#endif
+
+#if WIDE
 #include <immintrin.h>
 
 /* The same four lanes in one 256-bit register: the same steps on each
@@ -134,7 +142,7 @@ static uint64_t checksum(const void *data, size_t n, uint64_t seed, int wide) {
 
   if (rem >= 32) {
     uint64_t a[4] = {seed ^ SQRT17, seed ^ SQRT19, seed ^ SQRT7, seed ^ SQRT11};
-#if BLK__CHECKSUM_WIDE
+#if WIDE
     p = wide ? stripes_wide(p, &rem, a) : stripes(p, &rem, a);
 #else
     (void)wide;

@@ -33,14 +33,6 @@
  * checksums of the same bytes). `data` may be NULL when n == 0. */
 uint64_t blk__checksum(const void *data, size_t n, uint64_t seed);
 
-/* x86-64 with GCC or Clang: the 256-bit lanes are built, for processors
- * that have AVX-512. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define BLK__CHECKSUM_WIDE 1
-#else
-#define BLK__CHECKSUM_WIDE 0
-#endif
-
 /* 1 if blk__checksum runs its lanes in one 256-bit register on this
  * processor, else 0. */
 int blk__checksum_wide(void);
