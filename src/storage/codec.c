@@ -13,6 +13,8 @@
  * each of their planes compressed, into `out` where the frames will go; a
  * plane whose sample is not PLANE_RATIO times smaller is stored raw, the
  * rest compressed whole (and stored raw after all when that did not pay).
+ * A plane whose sample is one byte over and over is not compressed: if the
+ * whole plane is that byte too (one memcmp), its encoding is that byte.
  * Then the whole shuffle writes the raw planes that lead the encoding
  * straight into `out` and the others into scratch. A sample costs a
  * thirty-second of a 1 MiB plane's compression, against the whole
@@ -32,9 +34,10 @@
  * one call to the next. cctx and dctx exist for the codec's whole life.
  *
  * Cost: encode is one shuffle pass (if any) plus zstd at the chosen level
- * (planes: on the planes that compress, plus the samples); decode is zstd
- * plus one unshuffle pass (planes: zstd on the frames; the unshuffle reads
- * raw planes where they are). Memory: the two zstd contexts (a few MiB at
+ * (planes: on the planes that compress, plus the samples; a constant plane
+ * costs a read); decode is zstd plus one unshuffle pass (planes: zstd on
+ * the frames, a memset for a constant plane; the unshuffle reads raw planes
+ * where they are). Memory: the two zstd contexts (a few MiB at
  * low levels once used), scratch up to the largest shuffled block, and
  * transiently ZSTD_compressBound(n) bytes in `out`.
  * Locking: none; one codec per thread.
@@ -129,7 +132,8 @@ const char *blk__codec_zstd_version(void) {
 #define PLANE_RATIO 1.1
 _Static_assert(BLK__CODEC_PLANE_MIN > SAMPLE, "a plane is larger than its sample");
 _Static_assert(BLK__CODEC_PLANES_MAX <= BLK__SHUFFLE_PLANES_MAX, "the unshuffle takes every plane");
-#define PLANE_ZSTD 0x80000000u /* a plane word's flag: a zstd frame */
+#define PLANE_ZSTD 0x80000000u           /* a plane word's flag: a zstd frame */
+#define PLANE_CONSTANT (PLANE_ZSTD | 1u) /* ... of one byte: every byte of the plane */
 
 static void store_le32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -137,6 +141,11 @@ static void store_le32(unsigned char *p, uint32_t v) {
 
 static uint32_t load_le32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Whether every byte of p[0, n) is p[0] (n >= 1). */
+static int constant(const unsigned char *p, size_t n) {
+  return memcmp(p, p + 1, n - 1) == 0;
 }
 
 /* Whether the shuffled bytes of n go plane by plane at element size es. */
@@ -169,13 +178,14 @@ static int encode_planes(blk__codec *c, unsigned char *dst, const unsigned char 
   if (rc) return rc;
   unsigned char *at = dst + 4 * es;
   blk__shuffle(c->scratch, src + (plane - s) / 2 * es, s * es, es);
-  int sample_pays[BLK__CODEC_PLANES_MAX];
+  int sample_pays[BLK__CODEC_PLANES_MAX], sample_constant[BLK__CODEC_PLANES_MAX];
   size_t lead = 0; /* planes before the first whose sample pays */
   for (size_t j = 0; j < es; j++) {
     size_t csize = 0;
-    rc = compress(c, at, bound, c->scratch + j * s, s, &csize);
-    if (rc) return rc;
-    sample_pays[j] = (double)csize * PLANE_RATIO <= (double)s;
+    sample_constant[j] = constant(c->scratch + j * s, s);
+    if (!sample_constant[j] && (rc = compress(c, at, bound, c->scratch + j * s, s, &csize)))
+      return rc;
+    sample_pays[j] = sample_constant[j] || (double)csize * PLANE_RATIO <= (double)s;
     if (lead == j && !sample_pays[j]) lead++;
   }
   unsigned char *to[BLK__CODEC_PLANES_MAX];
@@ -186,7 +196,10 @@ static int encode_planes(blk__codec *c, unsigned char *dst, const unsigned char 
     if (j >= lead) {
       const unsigned char *from = c->scratch + j * plane;
       size_t csize = 0;
-      if (sample_pays[j]) {
+      if (sample_constant[j] && constant(from, plane)) {
+        word = PLANE_CONSTANT;
+        *at = from[0];
+      } else if (sample_pays[j]) {
         rc = compress(c, at, bound, from, plane, &csize);
         if (rc) return rc;
         if ((double)csize * PLANE_RATIO <= (double)plane) word = (uint32_t)csize | PLANE_ZSTD;
@@ -306,8 +319,10 @@ static int decode_planes(blk__codec *c, void *raw, size_t raw_size, const unsign
       int rc = scratch_reserve(c, es * plane);
       if (rc) return rc;
       unsigned char *to = c->scratch + j * plane;
-      rc = decompress(c, to, plane, at, size);
-      if (rc) return rc;
+      if (word == PLANE_CONSTANT)
+        memset(to, at[0], plane);
+      else if ((rc = decompress(c, to, plane, at, size)))
+        return rc;
       planes[j] = to;
     } else if (size != plane) {
       return blk__fail(BLK_ECORRUPT, "codec: raw plane %zu of %zu bytes, expected %zu", j, size,

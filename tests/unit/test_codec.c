@@ -468,6 +468,75 @@ static void test_planes_layouts(blk__codec *c, blk__codec *dec) {
   free(p);
 }
 
+/* Constant planes: a plane whose every byte is one value is that byte in
+ * the encoding (its word PLANE_ZSTD | 1); one that is constant only in the
+ * middle, where the sample reads, or everywhere but one byte at either end,
+ * is a frame or raw like any other. Every case decodes to its input. */
+static void test_planes_constant(blk__codec *c, blk__codec *dec) {
+  const size_t count = (size_t)1 << 17, es = 8, sample = 32768, mid = (count - sample) / 2;
+  uint8_t *p = malloc(count * es + es);
+  CHECK(p);
+  /* counts below 2^16 with byte 5 always 0xAB: planes 2..7 constant */
+  for (size_t i = 0; i < count; i++) {
+    uint64_t v = (rand64() % 7 == 0 ? rand64() % 60000 : 0) | (uint64_t)0xAB << 40;
+    for (size_t j = 0; j < es; j++) p[i * es + j] = (uint8_t)(v >> (8 * j));
+  }
+  for (size_t tail = 0; tail < es; tail += es - 1) {
+    const size_t n = count * es + tail;
+    for (size_t t = 0; t < tail; t++) p[count * es + t] = (uint8_t)(t + 1);
+    blk_buffer out = BLK_BUFFER_INIT;
+    uint32_t fmt = 0;
+    CHECK_OK(blk__codec_encode(c, &out, p, n, es, &fmt));
+    CHECK_EQ_INT(fmt, BLK__CODEC_PLANES | (uint32_t)es << 8);
+    const uint8_t *at = out.data + 4 * es;
+    for (size_t j = 0; j < es; j++) {
+      const uint8_t *w = out.data + 4 * j;
+      uint32_t word =
+          (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+      if (j >= 2) {
+        CHECK_MSG(word == 0x80000001u, "plane %zu: word 0x%08x", j, word);
+        CHECK_EQ_INT(at[0], j == 5 ? 0xAB : 0);
+      } else {
+        CHECK_MSG(word != 0x80000001u, "plane %zu varies but is called constant", j);
+      }
+      at += word & 0x7FFFFFFFu;
+    }
+    CHECK_EQ_INT(out.size, (size_t)(at - out.data) + tail);
+    round_trip(c, dec, p, n, es, NULL);
+    blk_buffer_free(&out);
+  }
+  /* constant where the sample reads, or but for the first or last byte */
+  const size_t odd[] = {0, mid - 1, mid + sample, count - 1};
+  for (size_t o = 0; o < sizeof odd / sizeof *odd; o++) {
+    for (size_t i = 0; i < count; i++) p[i * es + 6] = 0;
+    if (o == 1 || o == 2) /* noise outside the sample */
+      for (size_t i = 0; i < count; i++)
+        if (i < mid || i >= mid + sample) p[i * es + 6] = (uint8_t)(rand64() >> 40);
+    p[odd[o] * es + 6] = 0x5A;
+    blk_buffer out = BLK_BUFFER_INIT;
+    uint32_t fmt = 0;
+    CHECK_OK(blk__codec_encode(c, &out, p, count * es, es, &fmt));
+    if (fmt == (BLK__CODEC_PLANES | (uint32_t)es << 8)) {
+      const uint8_t *w = out.data + 4 * 6;
+      uint32_t word =
+          (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+      CHECK_MSG(word != 0x80000001u, "plane 6 with a byte at %zu called constant", odd[o]);
+    }
+    round_trip(c, dec, p, count * es, es, NULL);
+    blk_buffer_free(&out);
+  }
+  /* a constant plane whose byte is missing from the end */
+  for (size_t i = 0; i < count; i++) p[i * es + 7] = 0;
+  blk_buffer out = BLK_BUFFER_INIT;
+  uint32_t fmt = 0;
+  CHECK_OK(blk__codec_encode(c, &out, p, count * es, es, &fmt));
+  CHECK_EQ_INT(out.data[4 * 7 + 3], 0x80);
+  CHECK_EQ_INT(out.data[4 * 7], 1);
+  expect_bad(c, count * es, out.data, out.size - 1, fmt, BLK_ECORRUPT, "claims 1 bytes");
+  blk_buffer_free(&out);
+  free(p);
+}
+
 /* A PLANES encoding that lies: every lie is BLK_ECORRUPT with the raw bytes
  * zeroed, never a read or write out of bounds. */
 static void test_planes_corrupt(blk__codec *c) {
@@ -547,6 +616,7 @@ int main(void) {
   CHECK_OK(blk__codec_create(&c, BLK__CODEC_DEFAULT_LEVEL));
   test_corrupt(c);
   test_planes_layouts(c, dec);
+  test_planes_constant(c, dec);
   test_planes_corrupt(c);
   blk__codec_destroy(c);
   blk__codec_destroy(dec);
