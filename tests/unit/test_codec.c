@@ -376,6 +376,7 @@ static void test_planes(blk__codec *c, blk__codec *dec) {
   CHECK(p);
   for (size_t es = 2; es <= 16; es += 2) {
     fill_planes(p, count, es);
+    for (size_t t = 0; t < es; t++) p[count * es + t] = (uint8_t)(t * 29 + 3); /* a tail */
     for (size_t tail = 0; tail < es; tail += es - 1) {
       size_t n = count * es + tail;
       blk_buffer out = BLK_BUFFER_INIT;
@@ -544,7 +545,7 @@ static void test_planes_corrupt(blk__codec *c) {
   uint8_t *p = malloc(n), *bad = NULL, *back = malloc(n);
   CHECK(p && back);
   fill_planes(p, count, es);
-  p[n - 1] = 7;
+  p[n - 3] = 5, p[n - 2] = 6, p[n - 1] = 7; /* the tail */
   blk_buffer out = BLK_BUFFER_INIT;
   uint32_t fmt = 0;
   CHECK_OK(blk__codec_encode(c, &out, p, n, es, &fmt));
