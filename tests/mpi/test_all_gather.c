@@ -117,7 +117,7 @@ static int give(void *data, int gid, const void **bytes, size_t *size, void *use
     size_t at = 0;
     for (int g = 0; g < gid; g++) at += piece_size(g, c->t);
     b->all_size = total_size(c) + 1;
-    b->all = malloc(b->all_size);
+    b->all = calloc(1, b->all_size); /* (saved whole out of core before the others land) */
     CHECK(b->all != NULL);
     to = b->all + at;
   } else {
